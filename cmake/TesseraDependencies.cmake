@@ -1,0 +1,136 @@
+# Detects CUDA, MPI, UCX, hwloc and NVML. Each sets TESSERA_HAVE_<DEP> and records a line for
+# the summary block printed at the end of configure (TesseraSummary.cmake).
+include(CheckLanguage)
+find_package(PkgConfig QUIET)
+
+# tessera_dep_note(<DEP> <found?> <what it enables or why it is skipped>)
+function(tessera_dep_note dep found detail)
+  set_property(GLOBAL APPEND PROPERTY TESSERA_SUMMARY_DEPS "${dep}")
+  set_property(GLOBAL PROPERTY TESSERA_SUMMARY_${dep}_FOUND "${found}")
+  set_property(GLOBAL PROPERTY TESSERA_SUMMARY_${dep}_DETAIL "${detail}")
+endfunction()
+
+macro(tessera_require dep found)
+  if(TESSERA_WITH_${dep} STREQUAL "ON" AND NOT ${found})
+    message(FATAL_ERROR "TESSERA_WITH_${dep}=ON but ${dep} was not found")
+  endif()
+endmacro()
+
+# ---- CUDA ---------------------------------------------------------------------------------
+set(TESSERA_HAVE_CUDA OFF)
+if(NOT TESSERA_WITH_CUDA STREQUAL "OFF")
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(CMAKE_CUDA_ARCHITECTURES "${TESSERA_CUDA_ARCHS}")
+    enable_language(CUDA)
+    find_package(CUDAToolkit)
+    if(CUDAToolkit_FOUND)
+      set(TESSERA_HAVE_CUDA ON)
+      set(CMAKE_CUDA_STANDARD 20)
+      set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+    endif()
+  endif()
+endif()
+tessera_require(CUDA TESSERA_HAVE_CUDA)
+if(TESSERA_HAVE_CUDA)
+  tessera_dep_note(CUDA "${CUDAToolkit_VERSION}"
+    "device queries, driver entry points, gpu tests for sm ${TESSERA_CUDA_ARCHS} (cudart linked statically; libcuda never linked)")
+else()
+  tessera_dep_note(CUDA "" "host-only build: GPU paths report that CUDA was not built in")
+endif()
+
+# ---- MPI ----------------------------------------------------------------------------------
+set(TESSERA_HAVE_MPI OFF)
+if(NOT TESSERA_WITH_MPI STREQUAL "OFF")
+  find_package(MPI COMPONENTS C QUIET)
+  if(MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
+    set(TESSERA_HAVE_MPI ON)
+  endif()
+endif()
+tessera_require(MPI TESSERA_HAVE_MPI)
+if(TESSERA_HAVE_MPI)
+  tessera_dep_note(MPI "${MPI_C_VERSION}"
+    "MPI bootstrap (tsrCommInitMpi), tests labelled mpi via ${MPIEXEC_EXECUTABLE}")
+else()
+  tessera_dep_note(MPI "" "no MPI bootstrap, mpi tests not built")
+endif()
+
+# ---- UCX ----------------------------------------------------------------------------------
+set(TESSERA_HAVE_UCX OFF)
+if(NOT TESSERA_WITH_UCX STREQUAL "OFF" AND PKG_CONFIG_FOUND)
+  pkg_check_modules(UCX QUIET IMPORTED_TARGET ucx)
+  if(UCX_FOUND)
+    set(TESSERA_HAVE_UCX ON)
+  endif()
+endif()
+tessera_require(UCX TESSERA_HAVE_UCX)
+if(TESSERA_HAVE_UCX)
+  tessera_dep_note(UCX "${UCX_VERSION}"
+    "found; nothing uses it yet (the ucx transport is not built in this version)")
+else()
+  tessera_dep_note(UCX "" "the ucx transport (inter-host RDMA) will be unavailable")
+endif()
+
+# ---- hwloc --------------------------------------------------------------------------------
+set(TESSERA_HAVE_HWLOC OFF)
+if(NOT TESSERA_WITH_HWLOC STREQUAL "OFF" AND PKG_CONFIG_FOUND)
+  pkg_check_modules(HWLOC QUIET IMPORTED_TARGET hwloc>=2.0)
+  if(HWLOC_FOUND)
+    set(TESSERA_HAVE_HWLOC ON)
+  endif()
+endif()
+tessera_require(HWLOC TESSERA_HAVE_HWLOC)
+if(TESSERA_HAVE_HWLOC)
+  tessera_dep_note(HWLOC "${HWLOC_VERSION}"
+    "topology: NUMA nodes, cores, PCI GPUs and NICs, path classes, TESSERA_TOPO_FILE")
+else()
+  tessera_dep_note(HWLOC ""
+    "topology knows hosts and processes only: no PCI tree, GPU pairs are classed SYS, TESSERA_TOPO_FILE unsupported")
+endif()
+
+# ---- NVML ---------------------------------------------------------------------------------
+# tessera never links NVML: it dlopens libnvidia-ml.so.1 at run time (the driver ships it). At
+# configure time we only report whether this machine has it.
+set(TESSERA_HAVE_NVML_LIB OFF)
+if(NOT TESSERA_WITH_NVML STREQUAL "OFF")
+  find_library(TESSERA_NVML_LIBRARY NAMES nvidia-ml libnvidia-ml.so.1
+               HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_DIR}/stubs)
+  if(TESSERA_NVML_LIBRARY)
+    set(TESSERA_HAVE_NVML_LIB ON)
+  endif()
+endif()
+tessera_require(NVML TESSERA_HAVE_NVML_LIB)
+if(TESSERA_WITH_NVML STREQUAL "OFF")
+  tessera_dep_note(NVML "" "disabled: NVLink discovery uses hwloc XML distances only")
+elseif(TESSERA_HAVE_NVML_LIB)
+  tessera_dep_note(NVML "${TESSERA_NVML_LIBRARY}" "NVLink discovery (loaded with dlopen at run time)")
+else()
+  tessera_dep_note(NVML ""
+    "not on this machine; the library still dlopens libnvidia-ml.so.1 at run time for NVLink discovery where a driver provides it")
+endif()
+set(TESSERA_NVML_ENABLED $<NOT:$<STREQUAL:${TESSERA_WITH_NVML},OFF>>)
+
+# ---- GoogleTest ---------------------------------------------------------------------------
+set(TESSERA_GTEST_FROM "")
+if(TESSERA_BUILD_TESTS)
+  find_package(GTest QUIET)
+  if(GTest_FOUND)
+    set(TESSERA_GTEST_FROM "installed package (find_package)")
+  else()
+    set(_gtest_src "${TESSERA_GTEST_SOURCE_DIR}")
+    if(NOT _gtest_src AND EXISTS /usr/src/googletest/CMakeLists.txt)
+      set(_gtest_src /usr/src/googletest)
+    endif()
+    if(_gtest_src AND EXISTS "${_gtest_src}/CMakeLists.txt")
+      set(INSTALL_GTEST OFF CACHE BOOL "" FORCE)
+      set(BUILD_GMOCK OFF CACHE BOOL "" FORCE)
+      add_subdirectory("${_gtest_src}" "${PROJECT_BINARY_DIR}/_deps/googletest" EXCLUDE_FROM_ALL)
+      add_library(GTest::gtest ALIAS gtest)
+      add_library(GTest::gtest_main ALIAS gtest_main)
+      set(TESSERA_GTEST_FROM "built from source ${_gtest_src}")
+    else()
+      message(FATAL_ERROR "GoogleTest not found: install googletest (scripts/setup.sh), set "
+                          "TESSERA_GTEST_SOURCE_DIR to its source folder, or TESSERA_BUILD_TESTS=OFF")
+    endif()
+  endif()
+endif()

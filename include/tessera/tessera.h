@@ -1,0 +1,160 @@
+/*
+ * tessera: collective communication for GPUs (C API).
+ *
+ * The shape and names follow NCCL with the `tsr` prefix, so a user of NCCL can read this header
+ * without a manual. Every function returns a tsrResult_t; tsrGetLastError() gives the sentence
+ * behind the last failure of the calling thread.
+ */
+#ifndef TESSERA_TESSERA_H_
+#define TESSERA_TESSERA_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tessera/version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define TSR_API __attribute__((visibility("default")))
+#else
+#define TSR_API
+#endif
+
+/* ---- Result codes (values mirror NCCL's ncclResult_t) ---------------------------------------- */
+typedef enum {
+  tsrSuccess = 0,
+  tsrUnhandledCudaError = 1,
+  tsrSystemError = 2,
+  tsrInternalError = 3,
+  tsrInvalidArgument = 4,
+  tsrInvalidUsage = 5,
+  tsrRemoteError = 6,
+  tsrInProgress = 7,
+  tsrTimeout = 8,
+  tsrNumResults = 9
+} tsrResult_t;
+
+/* ---- Datatypes (values mirror NCCL's where NCCL has the type) ------------------------------ */
+typedef enum {
+  tsrInt8 = 0,
+  tsrChar = 0,
+  tsrUint8 = 1,
+  tsrInt32 = 2,
+  tsrInt = 2,
+  tsrUint32 = 3,
+  tsrInt64 = 4,
+  tsrUint64 = 5,
+  tsrFloat16 = 6,
+  tsrHalf = 6,
+  tsrFloat32 = 7,
+  tsrFloat = 7,
+  tsrFloat64 = 8,
+  tsrDouble = 8,
+  tsrBfloat16 = 9,
+  tsrFloat8e4m3 = 10, /* OCP FP8 E4M3FN: no infinities, saturating conversions */
+  tsrFloat8e5m2 = 11, /* OCP FP8 E5M2: IEEE-like, with infinities */
+  tsrNumTypes = 12
+} tsrDataType_t;
+
+/* ---- Reduction operations ---------------------------------------------------------------- */
+typedef enum {
+  tsrSum = 0,
+  tsrProd = 1,
+  tsrMax = 2,
+  tsrMin = 3,
+  tsrAvg = 4,
+  tsrNumOps = 5,
+  /* Handles returned by tsrRedOpCreatePreMulSum start here. */
+  tsrMaxRedOp = 0x7fffffff
+} tsrRedOp_t;
+
+typedef enum {
+  tsrScalarDevice = 0,       /* the scalar lives in device memory, read when the call runs */
+  tsrScalarHostImmediate = 1 /* the scalar is read from host memory when the op is created */
+} tsrScalarResidence_t;
+
+/* ---- Communicator ------------------------------------------------------------------------ */
+typedef struct tsrComm* tsrComm_t;
+
+#define TSR_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[TSR_UNIQUE_ID_BYTES];
+} tsrUniqueId;
+
+/* Color for ranks that take no part in a split: they get a NULL communicator. */
+#define TSR_SPLIT_NOCOLOR (-1)
+
+/* Values of tsrConfig_t.device. */
+#define TSR_DEVICE_CURRENT (-2) /* the calling thread's current CUDA device, or host-only if none \
+                                 */
+#define TSR_DEVICE_HOST (-1)    /* host-only rank: no CUDA device is touched */
+
+/* A field left at TSR_CONFIG_UNDEF_INT / TSR_CONFIG_UNDEF_PTR takes its default (or the value
+ * of the matching TESSERA_* environment variable). */
+#define TSR_CONFIG_UNDEF_INT (-2147483647 - 1)
+#define TSR_CONFIG_UNDEF_PTR NULL
+
+typedef struct {
+  size_t size; /* sizeof(tsrConfig_t), set by TSR_CONFIG_INITIALIZER */
+  unsigned int magic;
+  unsigned int version;
+  int blocking; /* 1: init returns when done; 0: returns tsrInProgress, poll tsrCommGetAsyncError */
+  int cgaClusterSize;
+  int minCTAs;
+  int maxCTAs;
+  const char* netName; /* "Socket" or "UCX"; NULL: automatic */
+  int splitShare;      /* 1: a split child shares the parent's resources */
+  int device;          /* CUDA device index, TSR_DEVICE_HOST, or TSR_DEVICE_CURRENT */
+} tsrConfig_t;
+
+#define TSR_CONFIG_MAGIC 0x7e55e2a1u
+#define TSR_CONFIG_INITIALIZER                                                                  \
+  {                                                                                             \
+    sizeof(tsrConfig_t), TSR_CONFIG_MAGIC, TESSERA_VERSION_CODE, TSR_CONFIG_UNDEF_INT,          \
+        TSR_CONFIG_UNDEF_INT, TSR_CONFIG_UNDEF_INT, TSR_CONFIG_UNDEF_INT, TSR_CONFIG_UNDEF_PTR, \
+        TSR_CONFIG_UNDEF_INT, TSR_CONFIG_UNDEF_INT                                              \
+  }
+
+/* ---- Errors and version ------------------------------------------------------------------ */
+TSR_API const char* tsrGetErrorString(tsrResult_t result);
+/* The sentence behind the last error returned to the calling thread ("" if none). */
+TSR_API const char* tsrGetLastError(tsrComm_t comm);
+TSR_API tsrResult_t tsrGetVersion(int* version);
+
+/* ---- Communicator creation and teardown --------------------------------------------------- */
+/* Fills `uniqueId` with the address of a bootstrap root started in the calling process. The
+ * root serves one communicator of up to the nranks that connect with this id. */
+TSR_API tsrResult_t tsrGetUniqueId(tsrUniqueId* uniqueId);
+TSR_API tsrResult_t tsrCommInitRank(tsrComm_t* comm, int nranks, tsrUniqueId commId, int rank);
+TSR_API tsrResult_t tsrCommInitRankConfig(tsrComm_t* comm, int nranks, tsrUniqueId commId, int rank,
+                                          tsrConfig_t* config);
+/* ndev ranks in the calling process, one thread each. devlist: CUDA device of each rank, or NULL
+ * for devices 0..ndev-1 where CUDA devices exist and host-only ranks otherwise. */
+TSR_API tsrResult_t tsrCommInitAll(tsrComm_t* comms, int ndev, const int* devlist);
+TSR_API tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* newcomm,
+                                 tsrConfig_t* config);
+TSR_API tsrResult_t tsrCommFinalize(tsrComm_t comm);
+TSR_API tsrResult_t tsrCommDestroy(tsrComm_t comm);
+TSR_API tsrResult_t tsrCommAbort(tsrComm_t comm);
+TSR_API tsrResult_t tsrCommGetAsyncError(tsrComm_t comm, tsrResult_t* asyncError);
+
+/* ---- Communicator queries ---------------------------------------------------------------- */
+TSR_API tsrResult_t tsrCommCount(const tsrComm_t comm, int* count);
+/* The CUDA device of this rank, or TSR_DEVICE_HOST (-1) for a host-only rank. */
+TSR_API tsrResult_t tsrCommCuDevice(const tsrComm_t comm, int* device);
+TSR_API tsrResult_t tsrCommUserRank(const tsrComm_t comm, int* rank);
+
+/* ---- Reduction operations ---------------------------------------------------------------- */
+/* dst = scalar * sum(inputs). `scalar` has type `datatype`. */
+TSR_API tsrResult_t tsrRedOpCreatePreMulSum(tsrRedOp_t* op, void* scalar, tsrDataType_t datatype,
+                                            tsrScalarResidence_t residence, tsrComm_t comm);
+TSR_API tsrResult_t tsrRedOpDestroy(tsrRedOp_t op, tsrComm_t comm);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* TESSERA_TESSERA_H_ */

@@ -1,0 +1,206 @@
+#include "core/env.hpp"
+
+#include <strings.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+extern char** environ;
+
+namespace tessera {
+namespace {
+constexpr Subsys kLogSubsys = Subsys::kEnv;
+
+const EnvVarInfo* lookup(const char* name, Result* r) {
+  const EnvVarInfo* info = envFind(name);
+  if (info == nullptr)
+    *r = TSR_FAIL(tsrInternalError,
+                  "environment variable %s is read but not declared in the registry", name);
+  return info;
+}
+
+// The value to parse: the set value, else the default; `fromEnv` says which.
+const char* valueOf(const EnvVarInfo& info, bool* fromEnv) {
+  const char* v = envRaw(info.name);
+  *fromEnv = v != nullptr;
+  return v != nullptr ? v : info.defaultValue;
+}
+
+Result badValue(const EnvVarInfo& info, const char* value, const std::string& why) {
+  return TSR_FAIL(tsrInvalidArgument, "invalid value '%s' for %s: %s (%s)", value, info.name,
+                  why.c_str(), info.meaning);
+}
+
+Result parseInt(const EnvVarInfo& info, const char* v, int64_t* out) {
+  errno = 0;
+  char* end = nullptr;
+  long long x = std::strtoll(v, &end, 0);
+  if (errno != 0 || end == v || *end != '\0') return badValue(info, v, "expected an integer");
+  if (static_cast<double>(x) < info.minValue || static_cast<double>(x) > info.maxValue)
+    return badValue(info, v, strprintf("must be in [%.0f, %.0f]", info.minValue, info.maxValue));
+  *out = x;
+  return tsrSuccess;
+}
+
+Result parseDouble(const EnvVarInfo& info, const char* v, double* out) {
+  errno = 0;
+  char* end = nullptr;
+  double x = std::strtod(v, &end);
+  if (errno != 0 || end == v || *end != '\0' || !std::isfinite(x))
+    return badValue(info, v, "expected a number");
+  if (x < info.minValue || x > info.maxValue)
+    return badValue(info, v, strprintf("must be in [%g, %g]", info.minValue, info.maxValue));
+  *out = x;
+  return tsrSuccess;
+}
+
+Result parseBool(const EnvVarInfo& info, const char* v, bool* out) {
+  if (strcasecmp(v, "1") == 0 || strcasecmp(v, "true") == 0 || strcasecmp(v, "yes") == 0 ||
+      strcasecmp(v, "on") == 0) {
+    *out = true;
+    return tsrSuccess;
+  }
+  if (strcasecmp(v, "0") == 0 || strcasecmp(v, "false") == 0 || strcasecmp(v, "no") == 0 ||
+      strcasecmp(v, "off") == 0) {
+    *out = false;
+    return tsrSuccess;
+  }
+  return badValue(info, v, "expected 0/1, true/false, yes/no or on/off");
+}
+
+Result parseEnum(const EnvVarInfo& info, const char* v, std::string* out) {
+  std::string choices = info.choices != nullptr ? info.choices : "";
+  size_t pos = 0;
+  while (pos <= choices.size()) {
+    size_t bar = choices.find('|', pos);
+    std::string c = choices.substr(pos, bar == std::string::npos ? std::string::npos : bar - pos);
+    if (strcasecmp(c.c_str(), v) == 0) {
+      *out = c;
+      return tsrSuccess;
+    }
+    if (bar == std::string::npos) break;
+    pos = bar + 1;
+  }
+  return badValue(info, v, "expected one of " + choices);
+}
+
+Result parseString(const EnvVarInfo& info, const char* v, std::string* out) {
+  std::string why;
+  if (info.validate != nullptr && !info.validate(v, &why)) return badValue(info, v, why);
+  *out = v;
+  return tsrSuccess;
+}
+
+Result checkType(const EnvVarInfo& info, EnvType want) {
+  if (info.type == want) return tsrSuccess;
+  return TSR_FAIL(tsrInternalError, "%s is registered as %s but read as %s", info.name,
+                  envTypeName(info.type), envTypeName(want));
+}
+
+}  // namespace
+
+const EnvVarInfo* envFind(const char* name) {
+  if (name == nullptr) return nullptr;
+  for (const EnvVarInfo& info : envRegistry())
+    if (std::strcmp(info.name, name) == 0) return &info;
+  return nullptr;
+}
+
+const char* envRaw(const char* name) {
+  const char* v = std::getenv(name);
+  return (v == nullptr || *v == '\0') ? nullptr : v;
+}
+
+Result envInt(const char* name, int64_t* out) {
+  Result r = tsrSuccess;
+  const EnvVarInfo* info = lookup(name, &r);
+  if (info == nullptr) return r;
+  TSR_CHECK(checkType(*info, EnvType::kInt));
+  bool fromEnv;
+  return parseInt(*info, valueOf(*info, &fromEnv), out);
+}
+
+Result envBool(const char* name, bool* out) {
+  Result r = tsrSuccess;
+  const EnvVarInfo* info = lookup(name, &r);
+  if (info == nullptr) return r;
+  TSR_CHECK(checkType(*info, EnvType::kBool));
+  bool fromEnv;
+  return parseBool(*info, valueOf(*info, &fromEnv), out);
+}
+
+Result envDouble(const char* name, double* out) {
+  Result r = tsrSuccess;
+  const EnvVarInfo* info = lookup(name, &r);
+  if (info == nullptr) return r;
+  TSR_CHECK(checkType(*info, EnvType::kDouble));
+  bool fromEnv;
+  return parseDouble(*info, valueOf(*info, &fromEnv), out);
+}
+
+Result envString(const char* name, std::string* out) {
+  Result r = tsrSuccess;
+  const EnvVarInfo* info = lookup(name, &r);
+  if (info == nullptr) return r;
+  TSR_CHECK(checkType(*info, EnvType::kString));
+  bool fromEnv;
+  const char* v = valueOf(*info, &fromEnv);
+  if (!fromEnv) {
+    *out = v;
+    return tsrSuccess;
+  }
+  return parseString(*info, v, out);
+}
+
+Result envEnum(const char* name, std::string* out) {
+  Result r = tsrSuccess;
+  const EnvVarInfo* info = lookup(name, &r);
+  if (info == nullptr) return r;
+  TSR_CHECK(checkType(*info, EnvType::kEnum));
+  bool fromEnv;
+  return parseEnum(*info, valueOf(*info, &fromEnv), out);
+}
+
+Result envValidateAll() {
+  Result first = tsrSuccess;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    if (std::strncmp(*e, "TESSERA_", 8) != 0) continue;
+    const char* eq = std::strchr(*e, '=');
+    if (eq == nullptr) continue;
+    std::string name(*e, static_cast<size_t>(eq - *e));
+    if (envFind(name.c_str()) == nullptr)
+      TSR_WARN("%s is set but tessera has no such variable (see tessera_info --env)", name.c_str());
+  }
+  for (const EnvVarInfo& info : envRegistry()) {
+    if (envRaw(info.name) == nullptr) continue;
+    Result r = tsrSuccess;
+    int64_t i;
+    bool b;
+    double d;
+    std::string s;
+    switch (info.type) {
+      case EnvType::kInt: r = envInt(info.name, &i); break;
+      case EnvType::kBool: r = envBool(info.name, &b); break;
+      case EnvType::kDouble: r = envDouble(info.name, &d); break;
+      case EnvType::kString: r = envString(info.name, &s); break;
+      case EnvType::kEnum: r = envEnum(info.name, &s); break;
+    }
+    if (r != tsrSuccess && first == tsrSuccess) first = r;
+  }
+  return first;
+}
+
+const char* envTypeName(EnvType type) {
+  switch (type) {
+    case EnvType::kInt: return "int";
+    case EnvType::kBool: return "bool";
+    case EnvType::kDouble: return "number";
+    case EnvType::kString: return "string";
+    case EnvType::kEnum: return "enum";
+  }
+  return "?";
+}
+
+}  // namespace tessera

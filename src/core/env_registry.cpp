@@ -1,0 +1,86 @@
+// Every TESSERA_* variable tessera reads. Add a row here before reading a new one:
+// `tessera_info --env` prints this table, and envValidateAll() checks values against it.
+#include <cstring>
+
+#include "core/env.hpp"
+#include "core/log.hpp"
+
+namespace tessera {
+namespace {
+
+bool validSubsys(const char* v, std::string* why) {
+  uint32_t mask;
+  return parseSubsysMask(v, &mask, why);
+}
+
+bool validIfname(const char* v, std::string* why) {
+  // NCCL syntax: optional ^ (exclude) and/or = (exact match), then a comma list of prefixes.
+  std::string s = v;
+  if (!s.empty() && s[0] == '^') s.erase(0, 1);
+  if (!s.empty() && s[0] == '=') s.erase(0, 1);
+  if (s.empty() || s.find_first_not_of(',') == std::string::npos) {
+    *why = "expected a comma list of interface names or prefixes";
+    return false;
+  }
+  return true;
+}
+
+bool validHostId(const char* v, std::string* why) {
+  if (std::strlen(v) > 255) {
+    *why = "longer than 255 characters";
+    return false;
+  }
+  return true;
+}
+
+constexpr EnvVarInfo kRegistry[] = {
+    {"TESSERA_DEBUG", EnvType::kEnum, "WARN",
+     "log level: NONE, VERSION (print the version at init), WARN, INFO or TRACE",
+     "NONE|VERSION|WARN|INFO|TRACE", 0, 0, nullptr},
+    {"TESSERA_DEBUG_SUBSYS", EnvType::kString, "INIT,BOOTSTRAP,ENV",
+     "subsystems logged at INFO/TRACE: comma list of INIT, BOOTSTRAP, TOPO, ENV, COMM, TRANSPORT, "
+     "COLL, TUNING, FUSED, ALLOC, PROXY, GRAPH, CUDA or ALL; a leading ^ excludes the list",
+     nullptr, 0, 0, validSubsys},
+    {"TESSERA_DEBUG_FILE", EnvType::kString, "",
+     "file the log goes to instead of stderr; %h expands to the host name, %p to the pid", nullptr,
+     0, 0, nullptr},
+    {"TESSERA_BOOTSTRAP_TIMEOUT", EnvType::kDouble, "120",
+     "seconds any bootstrap operation (join, allGather, send/recv, barrier, broadcast) may wait "
+     "before it fails with tsrTimeout",
+     nullptr, 0.001, 1e7, nullptr},
+    {"TESSERA_SOCKET_IFNAME", EnvType::kString, "",
+     "network interfaces for the TCP bootstrap, NCCL syntax: prefixes (eth,ib), =exact names, "
+     "^excluded; default: the first non-loopback interface that is up, else loopback",
+     nullptr, 0, 0, validIfname},
+    {"TESSERA_SOCKET_FAMILY", EnvType::kEnum, "AUTO",
+     "address family of the TCP bootstrap: AF_INET, AF_INET6 or AUTO", "AUTO|AF_INET|AF_INET6", 0,
+     0, nullptr},
+    {"TESSERA_HOST_ID", EnvType::kString, "",
+     "overrides this process's host identity (default: hostname + boot id); ranks with different "
+     "host ids are treated as on different hosts",
+     nullptr, 0, 0, validHostId},
+    {"TESSERA_TOPO_FILE", EnvType::kString, "",
+     "hwloc XML file to load instead of discovering the live machine", nullptr, 0, 0, nullptr},
+    {"TESSERA_NVML_DISABLE", EnvType::kBool, "0",
+     "do not load NVML (libnvidia-ml.so.1) for NVLink discovery", nullptr, 0, 0, nullptr},
+    {"TESSERA_SPLIT_SHARE", EnvType::kInt, "0",
+     "default of tsrConfig_t.splitShare: 1 lets split children share the parent's resources",
+     nullptr, 0, 1, nullptr},
+    {"TESSERA_COMM_BLOCKING", EnvType::kInt, "1",
+     "default of tsrConfig_t.blocking: 0 makes communicator creation non-blocking", nullptr, 0, 1,
+     nullptr},
+    {"TESSERA_MIN_CTAS", EnvType::kInt, "1",
+     "default of tsrConfig_t.minCTAs, the fewest CTAs a GPU collective uses (stored and "
+     "validated; the device executor is not built yet)",
+     nullptr, 1, 64, nullptr},
+    {"TESSERA_MAX_CTAS", EnvType::kInt, "16",
+     "default of tsrConfig_t.maxCTAs, the most CTAs a GPU collective uses (stored and validated; "
+     "the device executor is not built yet)",
+     nullptr, 1, 64, nullptr},
+};
+
+}  // namespace
+
+std::span<const EnvVarInfo> envRegistry() { return std::span<const EnvVarInfo>(kRegistry); }
+
+}  // namespace tessera

@@ -1,0 +1,47 @@
+// Test helpers: run a body on N in-process ranks (threads) with a deadline, and skip GPU tests
+// with the reason where there is no device.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+namespace tessera::test {
+
+// Runs body(rank) on `nranks` threads and joins them. If they have not all returned after
+// `deadlineSeconds`, the test fails naming the ranks still running, and the process exits
+// (a hung rank cannot be cancelled; ending the process is the only way not to hang ctest).
+void runRanks(int nranks, const std::function<void(int rank)>& body, double deadlineSeconds = 60);
+
+// Sets an environment variable for the life of the object, then restores the old value.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value);  // value == nullptr: unset
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::string old_;
+  bool hadOld_ = false;
+};
+
+// Empty when a CUDA device is usable; otherwise why not (no CUDA in this build, no driver,
+// no device).
+std::string gpuUnavailableReason();
+
+// Folder of shared test topologies (../shared/topologies next to the source tree), or "" when
+// absent, as in a user's clone.
+std::string sharedTopologiesDir();
+// Folder of this repository's test data (tests/data).
+std::string testDataDir();
+
+}  // namespace tessera::test
+
+#define TSR_SKIP_WITHOUT_GPU()                                                  \
+  do {                                                                          \
+    std::string tsr_reason_ = ::tessera::test::gpuUnavailableReason();          \
+    if (!tsr_reason_.empty()) GTEST_SKIP() << "no usable GPU: " << tsr_reason_; \
+  } while (0)
