@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The main job from a fresh machine: install what is missing, configure, build, then print
+# tessera_info and run the bootstrap/communicator smoke benchmark over 4 ranks (threads and
+# processes). Extra arguments go to bootstrap_perf.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+tessera_setup
+tessera_configure
+tessera_build --target tessera_info bootstrap_perf
+"$BUILD_DIR/src/tools/tessera_info"
+echo
+"$BUILD_DIR/perf/bootstrap_perf" -n 4 "$@"
