@@ -23,6 +23,12 @@ if(NOT TESSERA_WITH_CUDA STREQUAL "OFF")
   if(CMAKE_CUDA_COMPILER)
     set(CMAKE_CUDA_ARCHITECTURES "${TESSERA_CUDA_ARCHS}")
     enable_language(CUDA)
+    # CMake before 3.26 knows no C++20 flag for nvcc ("requires the language dialect CUDA20");
+    # nvcc 12+ accepts -std=c++20.
+    if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    endif()
     find_package(CUDAToolkit)
     if(CUDAToolkit_FOUND)
       set(TESSERA_HAVE_CUDA ON)
