@@ -1,0 +1,118 @@
+// Bootstrap: exchanges small blobs between the ranks of a communicator before any fast path
+// exists (DESIGN.md, "Bootstrap"). Three kinds: inproc (threads of one process), tcp (unique id)
+// and mpi (an MPI communicator); all share this interface.
+//
+// Every operation waits at most timeoutSeconds() and then fails with tsrTimeout and a sentence
+// naming this rank, the operation and the peer(s) it waited for. Collectives (allGather, barrier,
+// broadcast, split) must be called by every rank in the same order. Operations on one instance
+// are serialized (a second thread waits for the first); abort() may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "core/deadline.hpp"
+#include "core/status.hpp"
+
+namespace tessera {
+
+struct BootstrapOptions {
+  // Seconds any operation may wait; <= 0 takes TESSERA_BOOTSTRAP_TIMEOUT (default 120).
+  double timeoutSeconds = 0;
+  // Tests only (tcp): the tessera version this rank announces to the root; 0: this build's.
+  int helloVersionOverride = 0;
+};
+
+// The timeout the options stand for: their own, else TESSERA_BOOTSTRAP_TIMEOUT (which may be
+// invalid: tsrInvalidArgument).
+Result resolveBootstrapTimeout(const BootstrapOptions& options, double* seconds);
+
+class Bootstrap {
+ public:
+  virtual ~Bootstrap() = default;
+  Bootstrap(const Bootstrap&) = delete;
+  Bootstrap& operator=(const Bootstrap&) = delete;
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  double timeoutSeconds() const { return timeoutSeconds_; }
+  // "inproc", "tcp" or "mpi".
+  virtual const char* kind() const = 0;
+
+  // In place: rank r's contribution is at offset r * bytesPerRank; on return every slot holds
+  // its rank's contribution.
+  Result allGather(void* data, size_t bytesPerRank);
+  // Messages are matched by (peer, tag) and delivered in order per (peer, tag). send returns
+  // once the message is buffered (it never waits for the receiver to call recv); recv fails
+  // with tsrInvalidUsage naming both sizes when the message has a different size (the message
+  // is consumed). Tags are >= 0 (negative tags are the bootstrap's own); peer may be rank().
+  Result send(int peer, int tag, const void* data, size_t bytes);
+  Result recv(int peer, int tag, void* data, size_t bytes);
+  Result barrier();
+  Result broadcast(void* data, size_t bytes, int root);
+  // Collective over this bootstrap: ranks with the same color form a child ordered by
+  // (key, rank); color TSR_SPLIT_NOCOLOR (-1) gets a null child. The child has this one's
+  // kind and timeout.
+  Result split(int color, int key, std::unique_ptr<Bootstrap>* child);
+
+  // Wakes every blocked call of this instance, from any thread: they return tsrRemoteError.
+  // Later calls fail with tsrInvalidUsage. Peers waiting on this rank see it as gone
+  // (inproc at once; tcp when the instance is destroyed; others at their deadline).
+  void abort();
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+
+ protected:
+  Bootstrap(int rank, int nranks, double timeoutSeconds)
+      : rank_(rank), nranks_(nranks), timeoutSeconds_(timeoutSeconds) {}
+
+  // The kind's work, after the arguments were checked and the deadline was set.
+  virtual Result doAllGather(void* data, size_t bytesPerRank, const Deadline& deadline) = 0;
+  virtual Result doSend(int peer, int tag, const void* data, size_t bytes,
+                        const Deadline& deadline) = 0;
+  virtual Result doRecv(int peer, int tag, void* data, size_t bytes, const Deadline& deadline) = 0;
+  virtual Result doBarrier(const Deadline& deadline) = 0;
+  virtual Result doBroadcast(void* data, size_t bytes, int root, const Deadline& deadline) = 0;
+  // Wakes blocked calls; aborted() is already true.
+  virtual void doAbort() = 0;
+
+  // Split. The default (split.cpp) gathers every rank's (color, key), lets the lowest parent
+  // rank of each color prepare the child (splitPrepare), hands what it prepared to the color's
+  // members through an allGather, and each member joins with it (splitJoin). A kind with a
+  // native split (mpi) overrides doSplit instead.
+  static constexpr size_t kSplitPayloadBytes = 128;
+  virtual Result doSplit(int color, int key, std::unique_ptr<Bootstrap>* child);
+  virtual Result splitPrepare(int childSize, uint8_t payload[kSplitPayloadBytes]);
+  virtual Result splitJoin(const uint8_t payload[kSplitPayloadBytes], int childRank, int childSize,
+                           std::unique_ptr<Bootstrap>* child);
+
+  // Records and returns an error whose sentence starts with "<kind> bootstrap, rank r of n: ".
+  Result fail(Result code, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+  // The error of a call that abort() interrupted, naming the operation.
+  Result interrupted(const char* operation);
+  // "3 s", for sentences.
+  static std::string secondsText(double seconds);
+
+  BootstrapOptions childOptions() const;
+
+ private:
+  Result checkUsable(const char* operation);
+  Result lockOps(std::unique_lock<std::timed_mutex>* lock, const Deadline& deadline,
+                 const char* operation);
+
+  int rank_;
+  int nranks_;
+  double timeoutSeconds_;
+  std::atomic<bool> aborted_{false};
+  std::timed_mutex opMutex_;
+};
+
+// Every rank of `parent` calls it (see Bootstrap::split).
+inline Result splitBootstrap(Bootstrap& parent, int color, int key,
+                             std::unique_ptr<Bootstrap>* child) {
+  return parent.split(color, key, child);
+}
+
+}  // namespace tessera
