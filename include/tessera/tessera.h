@@ -88,9 +88,10 @@ typedef struct {
 #define TSR_SPLIT_NOCOLOR (-1)
 
 /* Values of tsrConfig_t.device. */
-#define TSR_DEVICE_CURRENT (-2) /* the calling thread's current CUDA device, or host-only if none \
-                                 */
-#define TSR_DEVICE_HOST (-1)    /* host-only rank: no CUDA device is touched */
+#define TSR_DEVICE_CURRENT                                                                     \
+  (-2)                       /* the calling thread's current CUDA device, or host-only if none \
+                              */
+#define TSR_DEVICE_HOST (-1) /* host-only rank: no CUDA device is touched */
 
 /* A field left at TSR_CONFIG_UNDEF_INT / TSR_CONFIG_UNDEF_PTR takes its default (or the value
  * of the matching TESSERA_* environment variable). */
@@ -132,7 +133,7 @@ TSR_API tsrResult_t tsrCommInitRank(tsrComm_t* comm, int nranks, tsrUniqueId com
 TSR_API tsrResult_t tsrCommInitRankConfig(tsrComm_t* comm, int nranks, tsrUniqueId commId, int rank,
                                           tsrConfig_t* config);
 /* ndev ranks in the calling process, one thread each. devlist: CUDA device of each rank, or NULL
- * for devices 0..ndev-1 where CUDA devices exist and host-only ranks otherwise. */
+ * for rank i on device i mod (number of CUDA devices), or host-only ranks where there is none. */
 TSR_API tsrResult_t tsrCommInitAll(tsrComm_t* comms, int ndev, const int* devlist);
 TSR_API tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* newcomm,
                                  tsrConfig_t* config);

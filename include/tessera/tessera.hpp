@@ -1,1 +1,64 @@
-// C++ API: placeholder
+// tessera C++ API. The C API (tessera.h) is a thin wrapper over these classes.
+//
+// Calls return tsrResult_t rather than throw, so C and C++ callers see the same codes and the same
+// sentences (tsrGetLastError). A Communicator owns its rank of a communicator: destroying the
+// object destroys the rank (tsrCommDestroy); abort() tears it down without waiting for peers.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "tessera/tessera.h"
+
+namespace tessera {
+
+class CommImpl;  // internal (src/comm)
+
+class TSR_API Communicator {
+ public:
+  // tsrGetUniqueId: starts a bootstrap root in this process and describes it in `id`.
+  static tsrResult_t getUniqueId(tsrUniqueId* id);
+
+  // One rank of an nranks communicator whose ranks all use `id` (any process, any host).
+  // config may be null (defaults, TESSERA_* variables). With config->blocking == 0 it returns
+  // tsrInProgress at once; poll asyncError() until it is no longer tsrInProgress.
+  static tsrResult_t initRank(int nranks, const tsrUniqueId& id, int rank,
+                              const tsrConfig_t* config, std::unique_ptr<Communicator>* out);
+
+  // `ndev` ranks in this process (one thread each during creation). devlist may be null.
+  static tsrResult_t initAll(int ndev, const int* devlist,
+                             std::vector<std::unique_ptr<Communicator>>* out);
+
+  // Collective over this communicator: ranks with the same color form a new communicator,
+  // ordered by (key, rank). TSR_SPLIT_NOCOLOR: *out stays null. config null: inherit ours.
+  tsrResult_t split(int color, int key, const tsrConfig_t* config,
+                    std::unique_ptr<Communicator>* out);
+
+  // Completes outstanding work; the communicator can then only be destroyed.
+  tsrResult_t finalize();
+  // Stops at once: wakes every blocked operation of this rank, which then fails.
+  tsrResult_t abort();
+  // tsrSuccess, tsrInProgress while a non-blocking init runs, or the error that broke it.
+  tsrResult_t asyncError(tsrResult_t* error) const;
+
+  tsrResult_t count(int* nranks) const;
+  tsrResult_t userRank(int* rank) const;
+  tsrResult_t cuDevice(int* device) const;
+
+  tsrResult_t redOpCreatePreMulSum(tsrRedOp_t* op, const void* scalar, tsrDataType_t datatype,
+                                   tsrScalarResidence_t residence);
+  tsrResult_t redOpDestroy(tsrRedOp_t op);
+
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  // Internal access for the rest of the library.
+  CommImpl* impl() const { return impl_.get(); }
+  explicit Communicator(std::shared_ptr<CommImpl> impl);
+
+ private:
+  std::shared_ptr<CommImpl> impl_;
+};
+
+}  // namespace tessera

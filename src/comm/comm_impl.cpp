@@ -1,0 +1,258 @@
+#include "comm/comm_impl.hpp"
+
+#include <cstring>
+
+#include "core/cuda_driver.hpp"
+#include "core/datatype.hpp"
+
+namespace tessera {
+namespace {
+constexpr Subsys kLogSubsys = Subsys::kInit;
+
+uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+}  // namespace
+
+const char* commStateName(CommImpl::State s) {
+  switch (s) {
+    case CommImpl::State::kInitializing: return "initializing";
+    case CommImpl::State::kReady: return "ready";
+    case CommImpl::State::kFinalized: return "finalized";
+    case CommImpl::State::kAborted: return "aborted";
+    case CommImpl::State::kFailed: return "failed";
+  }
+  return "?";
+}
+
+CommImpl::CommImpl(int rank, int nranks, const CommConfig& config)
+    : rank_(rank), nranks_(nranks), config_(config) {}
+
+CommImpl::~CommImpl() {
+  if (initThread_.joinable()) {
+    if (state_.load() == State::kInitializing) abort();
+    initThread_.join();
+  }
+}
+
+Result CommImpl::create(int rank, int nranks, const CommConfig& config,
+                        BootstrapFactory makeBootstrap, std::shared_ptr<CommImpl>* out) {
+  std::shared_ptr<CommImpl> comm(new CommImpl(rank, nranks, config));
+  TSR_CHECK(comm->bindDevice());
+  if (config.blocking) {
+    Result r = comm->initCollective(makeBootstrap);
+    if (r != tsrSuccess) return r;
+    *out = std::move(comm);
+    return tsrSuccess;
+  }
+  // Non-blocking: the thread holds only a raw pointer; the destructor joins it first.
+  CommImpl* raw = comm.get();
+  int callerRank = currentRank();
+  comm->initThread_ = std::thread([raw, makeBootstrap, callerRank] {
+    ScopedRank scoped(callerRank);
+    raw->initCollective(makeBootstrap);
+  });
+  *out = std::move(comm);
+  return tsrInProgress;
+}
+
+Result CommImpl::bindDevice() {
+  int dev = config_.device;
+  if (dev == TSR_DEVICE_CURRENT) dev = cudaCurrentDevice();  // -1 (host-only) without a device
+  if (dev >= 0) {
+    CudaDeviceInfo info;
+    Result r = cudaGetDeviceInfo(dev, &info);
+    if (r != tsrSuccess)
+      return addContext(r, "cannot bind the communicator rank to CUDA device %d", dev);
+    busId_ = info.busId;
+  }
+  device_ = dev < 0 ? TSR_DEVICE_HOST : dev;
+  return tsrSuccess;
+}
+
+Result CommImpl::initCollective(const BootstrapFactory& makeBootstrap) {
+  auto failed = [this](Result r) {
+    state_.store(State::kFailed);
+    asyncError_.store(r);
+    return r;
+  };
+  std::unique_ptr<Bootstrap> boot;
+  Result r = makeBootstrap(&boot);
+  if (r != tsrSuccess) return failed(r);
+  {
+    std::lock_guard<std::mutex> lock(bootstrapMutex_);
+    bootstrap_ = std::move(boot);
+    if (abortFlag_.load()) bootstrap_->abort();
+  }
+  if (rank_ >= 0 && rank_ != bootstrap_->rank())
+    return failed(TSR_FAIL(tsrInternalError, "bootstrap gave rank %d, expected %d",
+                           bootstrap_->rank(), rank_));
+  rank_ = bootstrap_->rank();
+  nranks_ = bootstrap_->nranks();
+  ScopedRank scoped(rank_);
+
+  // Where every rank lives: host, process, device.
+  RankPlacement mine{};
+  r = localPlacement(device_, busId_.c_str(), &mine);
+  if (r != tsrSuccess) return failed(r);
+  placements_.assign(static_cast<size_t>(nranks_), RankPlacement{});
+  placements_[static_cast<size_t>(rank_)] = mine;
+  r = bootstrap_->allGather(placements_.data(), sizeof(RankPlacement));
+  if (r != tsrSuccess) return failed(addContext(r, "exchanging rank placements at init"));
+
+  localRanks_ = 0;
+  for (int p = 0; p < nranks_; ++p) {
+    if (locality(mine, placements_[static_cast<size_t>(p)]) != Locality::kOtherHost) ++localRanks_;
+  }
+  localRank_ = 0;
+  for (int p = 0; p < rank_; ++p)
+    if (locality(mine, placements_[static_cast<size_t>(p)]) != Locality::kOtherHost) ++localRank_;
+  // Same on every rank: identifies this communicator in logs.
+  commHash_ = fnv1a(placements_.data(), placements_.size() * sizeof(RankPlacement));
+
+  if (abortFlag_.load())
+    return failed(TSR_FAIL(tsrInvalidUsage, "communicator aborted during init"));
+  state_.store(State::kReady);
+  asyncError_.store(tsrSuccess);
+  TSR_INFO("comm %016llx rank %d nranks %d device %d%s%s localRank %d/%d - Init COMPLETE",
+           static_cast<unsigned long long>(commHash_), rank_, nranks_, device_,
+           busId_.empty() ? "" : " busId ", busId_.c_str(), localRank_, localRanks_);
+  return tsrSuccess;
+}
+
+Result CommImpl::checkReady(const char* api) const {
+  State s = state_.load();
+  if (s == State::kReady) return tsrSuccess;
+  if (s == State::kInitializing)
+    return TSR_FAIL(tsrInvalidUsage,
+                    "%s: the communicator is still initializing (non-blocking init: poll "
+                    "tsrCommGetAsyncError until it is no longer tsrInProgress)",
+                    api);
+  if (s == State::kFailed)
+    return TSR_FAIL(tsrInvalidUsage, "%s: the communicator failed to initialize (%s); destroy it",
+                    api, tsrGetErrorString(asyncError_.load()));
+  return TSR_FAIL(tsrInvalidUsage, "%s: the communicator was %s; only tsrCommDestroy may follow",
+                  api, commStateName(s));
+}
+
+Locality CommImpl::localityOf(int peer) const {
+  return locality(placements_[static_cast<size_t>(rank_)], placements_[static_cast<size_t>(peer)]);
+}
+
+Result CommImpl::split(int color, int key, const tsrConfig_t* config,
+                       std::shared_ptr<CommImpl>* out) {
+  TSR_CHECK(checkReady("tsrCommSplit"));
+  if (color < 0 && color != TSR_SPLIT_NOCOLOR)
+    return TSR_FAIL(
+        tsrInvalidArgument,
+        "tsrCommSplit: color %d is negative (use TSR_SPLIT_NOCOLOR (-1) to take no part)", color);
+  CommConfig childConfig;
+  TSR_CHECK(resolveConfig(config, &config_, &childConfig));
+  if (config == nullptr || config->device == TSR_CONFIG_UNDEF_INT) childConfig.device = device_;
+  // The split of the bootstrap is collective over this communicator, so it runs here, blocking;
+  // only the child's own init may run in the background.
+  std::unique_ptr<Bootstrap> childBoot;
+  TSR_CHECK(splitBootstrap(*bootstrap_, color, key, &childBoot));
+  out->reset();
+  if (childBoot == nullptr) return tsrSuccess;  // TSR_SPLIT_NOCOLOR
+  auto holder = std::make_shared<std::unique_ptr<Bootstrap>>(std::move(childBoot));
+  int childRank = (*holder)->rank();
+  int childNranks = (*holder)->nranks();
+  return create(
+      childRank, childNranks, childConfig,
+      [holder](std::unique_ptr<Bootstrap>* b) {
+        *b = std::move(*holder);
+        return tsrSuccess;
+      },
+      out);
+}
+
+Result CommImpl::finalize() {
+  TSR_CHECK(checkReady("tsrCommFinalize"));
+  // No rank tears down its endpoints while a peer may still use them.
+  Result r = bootstrap_->barrier();
+  state_.store(State::kFinalized);
+  if (r != tsrSuccess) {
+    asyncError_.store(r);
+    return addContext(r, "tsrCommFinalize");
+  }
+  return tsrSuccess;
+}
+
+void CommImpl::abort() {
+  abortFlag_.store(true);
+  {
+    std::lock_guard<std::mutex> lock(bootstrapMutex_);
+    if (bootstrap_ != nullptr) bootstrap_->abort();
+  }
+  if (state_.load() != State::kFailed) state_.store(State::kAborted);
+}
+
+Result CommImpl::redOpCreatePreMulSum(tsrRedOp_t* op, const void* scalar, tsrDataType_t dtype,
+                                      tsrScalarResidence_t residence) {
+  TSR_CHECK(checkReady("tsrRedOpCreatePreMulSum"));
+  if (op == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrRedOpCreatePreMulSum: op is NULL");
+  if (scalar == nullptr)
+    return TSR_FAIL(tsrInvalidArgument, "tsrRedOpCreatePreMulSum: scalar is NULL");
+  TSR_CHECK(dtypeCheck(dtype, "tsrRedOpCreatePreMulSum"));
+  if (residence == tsrScalarDevice)
+    return TSR_FAIL(tsrInvalidUsage,
+                    "tsrRedOpCreatePreMulSum: tsrScalarDevice needs the device executor, which "
+                    "this version does not have; pass tsrScalarHostImmediate");
+  if (residence != tsrScalarHostImmediate)
+    return TSR_FAIL(tsrInvalidArgument, "tsrRedOpCreatePreMulSum: invalid residence %d",
+                    static_cast<int>(residence));
+  auto desc = std::make_unique<RedOpDesc>();
+  TSR_CHECK(makePreMulSum(dtype, scalar, desc.get()));
+  std::lock_guard<std::mutex> lock(redOpMutex_);
+  size_t slot = userOps_.size();
+  for (size_t i = 0; i < userOps_.size(); ++i)
+    if (userOps_[i] == nullptr) {
+      slot = i;
+      break;
+    }
+  if (slot == userOps_.size()) userOps_.emplace_back();
+  userOps_[slot] = std::move(desc);
+  *op = static_cast<tsrRedOp_t>(tsrNumOps + static_cast<int>(slot));
+  return tsrSuccess;
+}
+
+Result CommImpl::redOpDestroy(tsrRedOp_t op) {
+  int idx = static_cast<int>(op) - tsrNumOps;
+  std::lock_guard<std::mutex> lock(redOpMutex_);
+  if (static_cast<int>(op) < tsrNumOps)
+    return TSR_FAIL(tsrInvalidArgument,
+                    "tsrRedOpDestroy: op %d is built in, not created by "
+                    "tsrRedOpCreatePreMulSum",
+                    static_cast<int>(op));
+  if (idx >= static_cast<int>(userOps_.size()) || userOps_[static_cast<size_t>(idx)] == nullptr)
+    return TSR_FAIL(tsrInvalidArgument,
+                    "tsrRedOpDestroy: op %d was not created on this communicator "
+                    "or was already destroyed",
+                    static_cast<int>(op));
+  userOps_[static_cast<size_t>(idx)].reset();
+  return tsrSuccess;
+}
+
+Result CommImpl::redOpLookup(tsrRedOp_t op, tsrDataType_t dtype, RedOpDesc* out) const {
+  int v = static_cast<int>(op);
+  if (v >= 0 && v < tsrNumOps) {
+    return redOpBuiltin(op, out);
+  }
+  std::lock_guard<std::mutex> lock(redOpMutex_);
+  int idx = v - tsrNumOps;
+  if (idx < 0 || idx >= static_cast<int>(userOps_.size()) ||
+      userOps_[static_cast<size_t>(idx)] == nullptr)
+    return TSR_FAIL(tsrInvalidArgument,
+                    "reduction op %d is neither built in nor live on this communicator", v);
+  const RedOpDesc& d = *userOps_[static_cast<size_t>(idx)];
+  if (d.dtype != tsrNumTypes && d.dtype != dtype)
+    return TSR_FAIL(tsrInvalidArgument, "reduction op %d was created for %s, used with %s", v,
+                    dtypeName(d.dtype), dtypeName(dtype));
+  *out = d;
+  return tsrSuccess;
+}
+
+}  // namespace tessera

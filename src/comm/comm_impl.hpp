@@ -1,0 +1,90 @@
+// One rank of a communicator: its bootstrap, where every rank lives, its config, and its state.
+// Owned through shared_ptr by tessera::Communicator (and so by the C handle table).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap.hpp"
+#include "comm/config.hpp"
+#include "core/reduce_op.hpp"
+#include "topology/placement.hpp"
+
+namespace tessera {
+
+class CommImpl {
+ public:
+  enum class State { kInitializing, kReady, kFinalized, kAborted, kFailed };
+  using BootstrapFactory = std::function<Result(std::unique_ptr<Bootstrap>*)>;
+
+  // Creates the rank. `makeBootstrap` joins the other ranks (it blocks); it and the exchange of
+  // placements run on the calling thread when config.blocking, else on a background thread
+  // while the call returns tsrInProgress and asyncError() reports tsrInProgress.
+  // rank/nranks: what the caller asked for, or -1 when the bootstrap decides (MPI, split).
+  static Result create(int rank, int nranks, const CommConfig& config,
+                       BootstrapFactory makeBootstrap, std::shared_ptr<CommImpl>* out);
+
+  ~CommImpl();
+  CommImpl(const CommImpl&) = delete;
+  CommImpl& operator=(const CommImpl&) = delete;
+
+  // tsrSuccess when the communicator can take `api`; otherwise the error, with a sentence.
+  Result checkReady(const char* api) const;
+
+  Result split(int color, int key, const tsrConfig_t* config, std::shared_ptr<CommImpl>* out);
+  Result finalize();
+  void abort();
+  Result asyncError() const { return asyncError_.load(); }
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  int cudaDevice() const { return device_; }
+  const CommConfig& config() const { return config_; }
+  uint64_t commHash() const { return commHash_; }
+  const std::vector<RankPlacement>& placements() const { return placements_; }
+  Locality localityOf(int peer) const;
+  // Ranks on this rank's host (as TESSERA_HOST_ID / host id says), and this rank's index there.
+  int localRank() const { return localRank_; }
+  int localRanks() const { return localRanks_; }
+  Bootstrap& bootstrap() { return *bootstrap_; }
+
+  Result redOpCreatePreMulSum(tsrRedOp_t* op, const void* scalar, tsrDataType_t dtype,
+                              tsrScalarResidence_t residence);
+  Result redOpDestroy(tsrRedOp_t op);
+  // The descriptor of a built-in or user-created op (tsrInvalidArgument if unknown).
+  Result redOpLookup(tsrRedOp_t op, tsrDataType_t dtype, RedOpDesc* out) const;
+
+ private:
+  CommImpl(int rank, int nranks, const CommConfig& config);
+  Result initCollective(const BootstrapFactory& makeBootstrap);
+  Result bindDevice();
+
+  int rank_;
+  int nranks_;
+  CommConfig config_;
+  int device_ = TSR_DEVICE_HOST;
+  std::string busId_;
+  uint64_t commHash_ = 0;
+
+  std::unique_ptr<Bootstrap> bootstrap_;
+  std::vector<RankPlacement> placements_;
+  int localRank_ = 0;
+  int localRanks_ = 1;
+
+  std::atomic<State> state_{State::kInitializing};
+  std::atomic<Result> asyncError_{tsrInProgress};
+  std::atomic<bool> abortFlag_{false};
+  std::thread initThread_;
+  std::mutex bootstrapMutex_;  // guards bootstrap_ while a non-blocking init may set it
+
+  mutable std::mutex redOpMutex_;
+  std::vector<std::unique_ptr<RedOpDesc>> userOps_;  // index i <-> handle tsrNumOps + i
+};
+
+const char* commStateName(CommImpl::State s);
+
+}  // namespace tessera

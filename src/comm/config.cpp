@@ -1,0 +1,101 @@
+#include "comm/config.hpp"
+
+#include <strings.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/env.hpp"
+
+namespace tessera {
+namespace {
+constexpr Subsys kLogSubsys = Subsys::kInit;
+
+Result intField(int userValue, const char* field, const char* envName, int inherited,
+                bool haveInherit, int lo, int hi, int* out) {
+  if (userValue != TSR_CONFIG_UNDEF_INT) {
+    if (userValue < lo || userValue > hi)
+      return TSR_FAIL(tsrInvalidArgument, "tsrConfig_t.%s = %d is out of range [%d, %d]", field,
+                      userValue, lo, hi);
+    *out = userValue;
+    return tsrSuccess;
+  }
+  if (haveInherit) {
+    *out = inherited;
+    return tsrSuccess;
+  }
+  int64_t v = 0;
+  TSR_CHECK(envInt(envName, &v));
+  *out = static_cast<int>(v);
+  return tsrSuccess;
+}
+
+}  // namespace
+
+Result resolveConfig(const tsrConfig_t* user, const CommConfig* inherit, CommConfig* out) {
+  tsrConfig_t undef = TSR_CONFIG_INITIALIZER;
+  const tsrConfig_t* c = user != nullptr ? user : &undef;
+  if (c->magic != TSR_CONFIG_MAGIC)
+    return TSR_FAIL(tsrInvalidArgument,
+                    "tsrConfig_t has magic 0x%x, expected 0x%x: initialize it with "
+                    "TSR_CONFIG_INITIALIZER",
+                    c->magic, TSR_CONFIG_MAGIC);
+  if (c->size < offsetof(tsrConfig_t, device) + sizeof(int) || c->size > sizeof(tsrConfig_t) * 4)
+    return TSR_FAIL(tsrInvalidArgument, "tsrConfig_t.size = %zu is not a size this library knows",
+                    c->size);
+  if (c->version > TESSERA_VERSION_CODE)
+    TSR_WARN(
+        "tsrConfig_t was built against tessera %u, newer than this library (%d); fields it "
+        "added are ignored",
+        c->version, TESSERA_VERSION_CODE);
+
+  const bool inh = inherit != nullptr;
+  CommConfig base = inh ? *inherit : CommConfig{};
+  int blocking = 1, splitShare = 0;
+  TSR_CHECK(intField(c->blocking, "blocking", "TESSERA_COMM_BLOCKING", base.blocking, inh, 0, 1,
+                     &blocking));
+  TSR_CHECK(intField(c->splitShare, "splitShare", "TESSERA_SPLIT_SHARE", base.splitShare, inh, 0, 1,
+                     &splitShare));
+  TSR_CHECK(
+      intField(c->minCTAs, "minCTAs", "TESSERA_MIN_CTAS", base.minCTAs, inh, 1, 64, &out->minCTAs));
+  TSR_CHECK(
+      intField(c->maxCTAs, "maxCTAs", "TESSERA_MAX_CTAS", base.maxCTAs, inh, 1, 64, &out->maxCTAs));
+  if (out->minCTAs > out->maxCTAs)
+    return TSR_FAIL(tsrInvalidArgument, "minCTAs (%d) is larger than maxCTAs (%d)", out->minCTAs,
+                    out->maxCTAs);
+  out->blocking = blocking != 0;
+  out->splitShare = splitShare != 0;
+
+  if (c->cgaClusterSize != TSR_CONFIG_UNDEF_INT) {
+    if (c->cgaClusterSize < 0 || c->cgaClusterSize > 8)
+      return TSR_FAIL(tsrInvalidArgument, "tsrConfig_t.cgaClusterSize = %d is out of range [0, 8]",
+                      c->cgaClusterSize);
+    out->cgaClusterSize = c->cgaClusterSize;
+  } else {
+    out->cgaClusterSize = base.cgaClusterSize;
+  }
+
+  if (c->netName != nullptr) {
+    if (strcasecmp(c->netName, "Socket") != 0 && strcasecmp(c->netName, "UCX") != 0)
+      return TSR_FAIL(tsrInvalidArgument,
+                      "tsrConfig_t.netName = \"%s\" is not a network tessera has (Socket, UCX)",
+                      c->netName);
+    out->netName = c->netName;
+  } else {
+    out->netName = base.netName;
+  }
+
+  if (c->device != TSR_CONFIG_UNDEF_INT) {
+    if (c->device < TSR_DEVICE_CURRENT)
+      return TSR_FAIL(tsrInvalidArgument,
+                      "tsrConfig_t.device = %d: expected a CUDA device index, TSR_DEVICE_HOST (-1) "
+                      "or TSR_DEVICE_CURRENT (-2)",
+                      c->device);
+    out->device = c->device;
+  } else {
+    out->device = base.device;
+  }
+  return tsrSuccess;
+}
+
+}  // namespace tessera
