@@ -39,6 +39,10 @@ CommImpl::~CommImpl() {
 
 Result CommImpl::create(int rank, int nranks, const CommConfig& config,
                         BootstrapFactory makeBootstrap, std::shared_ptr<CommImpl>* out) {
+  static std::once_flag versionOnce;
+  std::call_once(versionOnce, [] {
+    TSR_LOG_IMPL(LogLevel::kVersion, Subsys::kInit, "tessera version %s", TESSERA_VERSION_STRING);
+  });
   std::shared_ptr<CommImpl> comm(new CommImpl(rank, nranks, config));
   TSR_CHECK(comm->bindDevice());
   if (config.blocking) {

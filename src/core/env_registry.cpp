@@ -64,7 +64,8 @@ constexpr EnvVarInfo kRegistry[] = {
     {"TESSERA_NVML_DISABLE", EnvType::kBool, "0",
      "do not load NVML (libnvidia-ml.so.1) for NVLink discovery", nullptr, 0, 0, nullptr},
     {"TESSERA_SPLIT_SHARE", EnvType::kInt, "0",
-     "default of tsrConfig_t.splitShare: 1 lets split children share the parent's resources",
+     "default of tsrConfig_t.splitShare: 1 lets split children share the parent's resources "
+     "(stored and validated; there are no shareable resources before the transport layer)",
      nullptr, 0, 1, nullptr},
     {"TESSERA_COMM_BLOCKING", EnvType::kInt, "1",
      "default of tsrConfig_t.blocking: 0 makes communicator creation non-blocking", nullptr, 0, 1,
