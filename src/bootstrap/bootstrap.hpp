@@ -59,8 +59,9 @@ class Bootstrap {
   Result split(int color, int key, std::unique_ptr<Bootstrap>* child);
 
   // Wakes every blocked call of this instance, from any thread: they return tsrRemoteError.
-  // Later calls fail with tsrInvalidUsage. Peers waiting on this rank see it as gone
-  // (inproc at once; tcp when the instance is destroyed; others at their deadline).
+  // Later calls fail with tsrInvalidUsage. Peers waiting on this rank learn at once that it is
+  // gone (tsrRemoteError) with inproc, and with tcp where they have a connection with it; with
+  // mpi, or tcp peers it never talked to, they fail at their deadline.
   void abort();
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
 

@@ -214,7 +214,8 @@ Io waitFd(int fd, short events, const Deadline& deadline, int wakeFd, int* err) 
   }
 }
 
-Io connectWithin(const SocketAddress& address, const Deadline& deadline, int* fd, int* err) {
+Io connectWithin(const SocketAddress& address, const Deadline& deadline, int wakeFd, int* fd,
+                 int* err) {
   *fd = ::socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (*fd < 0) {
     *err = errno;
@@ -232,7 +233,7 @@ Io connectWithin(const SocketAddress& address, const Deadline& deadline, int* fd
     return Io::kError;
   }
   if (rc != 0) {
-    Io io = waitFd(*fd, POLLOUT, deadline, -1, err);
+    Io io = waitFd(*fd, POLLOUT, deadline, wakeFd, err);
     if (io != Io::kOk) {
       closeFd(fd);
       return io;

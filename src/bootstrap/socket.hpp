@@ -52,9 +52,10 @@ Result listenOn(const SocketAddress& address, int* fd, SocketAddress* bound);
 // How a socket call ended. kWoken: `wakeFd` became readable (an abort).
 enum class Io { kOk, kTimeout, kEof, kError, kWoken };
 
-// Starts a non-blocking connect; *fd is the socket (non-blocking, TCP_NODELAY, close-on-exec).
-// kOk: connected, kError: failed with *err (ECONNREFUSED when nothing listens), kTimeout.
-Io connectWithin(const SocketAddress& address, const Deadline& deadline, int* fd, int* err);
+// Connects; *fd is the socket (non-blocking, TCP_NODELAY, close-on-exec). kOk: connected,
+// kError: failed with *err (ECONNREFUSED when nothing listens), kTimeout, kWoken.
+Io connectWithin(const SocketAddress& address, const Deadline& deadline, int wakeFd, int* fd,
+                 int* err);
 // Writes/reads all `bytes` of a non-blocking socket, waiting with poll() until the deadline;
 // EINTR and partial transfers are handled. A wakeFd of -1 is ignored.
 Io writeFull(int fd, const void* data, size_t bytes, const Deadline& deadline, int wakeFd,

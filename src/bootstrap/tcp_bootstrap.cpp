@@ -41,6 +41,21 @@ void TcpBootstrap::doAbort() {
   // The eventfd stays readable, so every later poll() of this instance wakes at once.
   ssize_t ignored = ::write(wakeFd_, &one, sizeof(one));
   (void)ignored;
+  // Peers learn at once: their reads from us end, their connections to us are refused.
+  // shutdown() leaves the descriptors to the operation thread, which closes them.
+  std::lock_guard<std::mutex> lock(fdMutex_);
+  for (int fd : outbound_)
+    if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+  for (const Inbound& in : inbound_)
+    if (in.fd >= 0) ::shutdown(in.fd, SHUT_RDWR);
+  for (const Accepted& a : accepted_)
+    if (a.fd >= 0) ::shutdown(a.fd, SHUT_RDWR);
+  ::shutdown(listenFd_, SHUT_RDWR);
+}
+
+void TcpBootstrap::dropFd(int* fd) {
+  std::lock_guard<std::mutex> lock(fdMutex_);
+  closeFd(fd);
 }
 
 // ---- receiving ---------------------------------------------------------------------------
@@ -52,6 +67,7 @@ void TcpBootstrap::acceptConnections() {
       if (errno == EINTR) continue;
       return;
     }
+    std::lock_guard<std::mutex> lock(fdMutex_);
     accepted_.push_back(Accepted{fd, PeerHello{}, 0});
   }
 }
@@ -62,7 +78,7 @@ void TcpBootstrap::readHello(Accepted& a) {
   Io io = readSome(a.fd, reinterpret_cast<uint8_t*>(&a.hello) + a.got, sizeof(PeerHello) - a.got,
                    &got, &err);
   a.got += got;
-  if (io != Io::kOk) return closeFd(&a.fd);
+  if (io != Io::kOk) return dropFd(&a.fd);
   if (a.got < sizeof(PeerHello)) return;
   const PeerHello& h = a.hello;
   const char* bad = nullptr;
@@ -78,16 +94,19 @@ void TcpBootstrap::readHello(Accepted& a) {
   if (bad != nullptr) {
     TSR_WARN("tcp bootstrap, rank %d: dropped a connection claiming to come from rank %d: %s",
              rank(), h.source, bad);
-    return closeFd(&a.fd);
+    return dropFd(&a.fd);
   }
-  inbound_[static_cast<size_t>(h.source)].fd = a.fd;
-  a.fd = -1;
+  {
+    std::lock_guard<std::mutex> lock(fdMutex_);
+    inbound_[static_cast<size_t>(h.source)].fd = a.fd;
+    a.fd = -1;
+  }
   readFrames(h.source);  // frames may have arrived right behind the hello
 }
 
 void TcpBootstrap::endInbound(int peer, const std::string& why) {
   Inbound& in = inbound_[static_cast<size_t>(peer)];
-  closeFd(&in.fd);
+  dropFd(&in.fd);
   in.ended = true;
   in.endedWhy = why;
 }
@@ -154,7 +173,10 @@ Result TcpBootstrap::progress(const Deadline& deadline, int writeFd, const std::
   size_t slot = 2;
   for (Accepted& a : accepted_)
     if (fds[slot++].revents != 0) readHello(a);
-  std::erase_if(accepted_, [](const Accepted& a) { return a.fd < 0; });
+  {
+    std::lock_guard<std::mutex> lock(fdMutex_);
+    std::erase_if(accepted_, [](const Accepted& a) { return a.fd < 0; });
+  }
   for (int p : inboundPeer)
     if (fds[slot++].revents != 0 && inbound_[static_cast<size_t>(p)].fd >= 0) readFrames(p);
   if (fds[1].revents != 0) acceptConnections();
@@ -183,7 +205,7 @@ Result TcpBootstrap::receiveMessage(int peer, int tag, void* data, size_t bytes,
     if (deadline.expired())
       return fail(tsrTimeout, "%s: timed out after %s waiting for a message from rank %d%s",
                   what.c_str(), secondsText(deadline.seconds()).c_str(), peer,
-                  in.fd < 0 ? " (it never connected to this rank)" : "");
+                  in.fd < 0 && peer != rank() ? " (it never connected to this rank)" : "");
     TSR_CHECK(progress(deadline, -1, what));
   }
 }
@@ -199,7 +221,8 @@ Result TcpBootstrap::writeToPeer(int peer, const void* data, size_t bytes, const
     int err = 0;
     Io io = writeSome(fd, p, bytes, &put, &err);
     if (io != Io::kOk) {
-      closeFd(&fd);
+      dropFd(&fd);
+      if (aborted()) return interrupted(what.c_str());  // our own abort cut the connection
       return fail(tsrRemoteError,
                   "%s: rank %d closed its connection while this rank was "
                   "writing to it (%s): it exited, crashed or aborted",
@@ -210,13 +233,13 @@ Result TcpBootstrap::writeToPeer(int peer, const void* data, size_t bytes, const
     if (bytes == 0 || put > 0) continue;
     if (deadline.expired()) {
       // The frame is cut; the peer must not read the rest of the stream as a new frame.
-      closeFd(&fd);
+      dropFd(&fd);
       return fail(tsrTimeout, "%s: timed out after %s writing to rank %d (it stopped reading)",
                   what.c_str(), secondsText(deadline.seconds()).c_str(), peer);
     }
     Result r = progress(deadline, fd, what);
     if (r != tsrSuccess) {
-      closeFd(&fd);
+      dropFd(&fd);
       return r;
     }
   }
@@ -227,8 +250,15 @@ Result TcpBootstrap::connectPeer(int peer, const Deadline& deadline, const std::
   int& fd = outbound_[static_cast<size_t>(peer)];
   if (fd >= 0) return tsrSuccess;
   const SocketAddress& address = peers_[static_cast<size_t>(peer)];
-  int err = 0;
-  Io io = connectWithin(address, deadline, &fd, &err);
+  int err = 0, connected = -1;
+  Io io = connectWithin(address, deadline, wakeFd_, &connected, &err);
+  if (io == Io::kOk) {
+    std::lock_guard<std::mutex> lock(fdMutex_);
+    fd = connected;
+    // An abort that came while connecting must still cut this connection.
+    if (aborted()) ::shutdown(fd, SHUT_RDWR);
+  }
+  if (io == Io::kWoken || aborted()) return interrupted(what.c_str());
   if (io == Io::kTimeout)
     return fail(tsrTimeout, "%s: connecting to rank %d at %s timed out after %s", what.c_str(),
                 peer, address.str().c_str(), secondsText(deadline.seconds()).c_str());

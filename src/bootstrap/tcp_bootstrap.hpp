@@ -14,6 +14,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -92,8 +93,12 @@ class TcpBootstrap final : public Bootstrap {
   void readHello(Accepted& a);
   void readFrames(int peer);
   void endInbound(int peer, const std::string& why);
+  void dropFd(int* fd);
 
   uint64_t nonce_;
+  // Held where descriptors are stored or closed, so abort() (any thread) never shuts down a
+  // descriptor number that was closed and reused.
+  std::mutex fdMutex_;
   int listenFd_;
   int wakeFd_;
   std::vector<SocketAddress> peers_;

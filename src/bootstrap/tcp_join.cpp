@@ -1,7 +1,9 @@
 // Joining a TCP bootstrap: the unique id, the root's hello and its table.
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -45,7 +47,7 @@ Result connectRoot(const SocketAddress& root, const Deadline& deadline, const ch
   bool refused = false;
   for (;;) {
     int err = 0;
-    Io io = connectWithin(root, deadline, fd, &err);
+    Io io = connectWithin(root, deadline, -1, fd, &err);
     if (io == Io::kOk) return tsrSuccess;
     if (io == Io::kTimeout)
       return TSR_FAIL(tsrTimeout, "%s: connecting to the bootstrap root at %s timed out after %g s",
@@ -121,7 +123,14 @@ Result TcpBootstrap::create(const tsrUniqueId& id, int rank, int nranks,
   int err = 0;
   Io io = writeFull(rootFd.fd, &hello, sizeof(hello), deadline, -1, &err);
   RootReply reply{};
-  if (io == Io::kOk) io = readFull(rootFd.fd, &reply, sizeof(reply), deadline, -1, &err);
+  if (io == Io::kOk) io = waitFd(rootFd.fd, POLLIN, deadline, -1, &err);
+  // The root answers a little before this rank's deadline, naming the ranks that are missing;
+  // on a loaded machine it may be late, so give it a moment more to explain.
+  if (io == Io::kTimeout)
+    io = waitFd(rootFd.fd, POLLIN, Deadline::after(std::min(1.0, timeout / 4)), -1, &err);
+  if (io == Io::kOk)
+    io = readFull(rootFd.fd, &reply, sizeof(reply),
+                  Deadline::after(std::max(deadline.remainingSeconds(), 1.0)), -1, &err);
   if (io == Io::kTimeout)
     return TSR_FAIL(tsrTimeout,
                     "%s: waited %g s for the bootstrap root at %s to gather all %d "

@@ -167,33 +167,45 @@ TEST(BootstrapErrors, InprocAbortWakesBlockedRecv) {
   });
 }
 
-TEST(BootstrapErrors, TcpAbortWakesBlockedRecv) {
+// Rank 0 blocks in recv; another thread aborts it. Rank 1, blocked in recv from rank 0 over
+// the connection rank 0 opened, learns at once that rank 0 is gone.
+TEST(BootstrapErrors, TcpAbortWakesBlockedRecvHereAndAtThePeer) {
   ScopedEnv ifname("TESSERA_SOCKET_IFNAME", "lo");
   tsrUniqueId id;
   ASSERT_EQ(createUniqueId(&id), tsrSuccess) << lastErrorMessage();
-  std::atomic<bool> rank0Done{false};
+  std::atomic<bool> peerSawIt{false};
   runRanks(2, [&](int rank) {
     std::unique_ptr<Bootstrap> b;
     ASSERT_EQ(TcpBootstrap::create(id, rank, 2, shortOptions(60), &b), tsrSuccess)
         << lastErrorMessage();
+    int x = 1;
     if (rank == 1) {
-      // Alive and silent until rank 0 has been woken by its abort.
-      while (!rank0Done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      ASSERT_EQ(b->recv(0, 5, &x, sizeof(x)), tsrSuccess) << lastErrorMessage();
+      Stopwatch clock;
+      EXPECT_EQ(b->recv(0, 6, &x, sizeof(x)), tsrRemoteError);
+      EXPECT_TRUE(contains(lastErrorMessage(), "rank 0 will send nothing more"))
+          << lastErrorMessage();
+      EXPECT_LT(clock.seconds(), kSlackSeconds);
+      peerSawIt = true;
       return;
     }
+    ASSERT_EQ(b->send(1, 5, &x, sizeof(x)), tsrSuccess) << lastErrorMessage();
     std::thread aborter([&] {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       b->abort();
     });
     Stopwatch clock;
-    int x = 0;
     EXPECT_EQ(b->recv(1, 5, &x, sizeof(x)), tsrRemoteError);
     EXPECT_TRUE(contains(lastErrorMessage(), "aborted")) << lastErrorMessage();
     EXPECT_LT(clock.seconds(), kSlackSeconds);
     aborter.join();
-    rank0Done = true;
     EXPECT_EQ(b->send(1, 5, &x, sizeof(x)), tsrInvalidUsage);
     EXPECT_EQ(b->allGather(&x, 0), tsrInvalidUsage);
+    // Still alive: it is the abort, not the end of this bootstrap, that rank 1 noticed.
+    Stopwatch wait;
+    while (!peerSawIt.load() && wait.seconds() < 2 * kSlackSeconds)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_TRUE(peerSawIt.load());
   });
 }
 
