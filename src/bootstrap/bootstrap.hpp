@@ -24,6 +24,10 @@ struct BootstrapOptions {
   double timeoutSeconds = 0;
   // Tests only (tcp): the tessera version this rank announces to the root; 0: this build's.
   int helloVersionOverride = 0;
+  // tcp: a file descriptor (e.g. an eventfd) that becomes readable when the caller gives up;
+  // TcpBootstrap::create then stops waiting for the root and fails with tsrRemoteError.
+  // -1: none. Owned by the caller. (The communicator uses it to abort a non-blocking init.)
+  int cancelFd = -1;
 };
 
 // The timeout the options stand for: their own, else TESSERA_BOOTSTRAP_TIMEOUT (which may be

@@ -42,13 +42,17 @@ const char* ioWhy(Io io, int err) {
   }
 }
 
-Result connectRoot(const SocketAddress& root, const Deadline& deadline, const char* me, int* fd) {
+Result connectRoot(const SocketAddress& root, const Deadline& deadline, int cancelFd,
+                   const char* me, int* fd) {
   Clock::time_point firstRefusal{};
   bool refused = false;
   for (;;) {
     int err = 0;
-    Io io = connectWithin(root, deadline, -1, fd, &err);
+    Io io = connectWithin(root, deadline, cancelFd, fd, &err);
     if (io == Io::kOk) return tsrSuccess;
+    if (io == Io::kWoken)
+      return TSR_FAIL(tsrRemoteError, "%s: cancelled while connecting to the bootstrap root at %s",
+                      me, root.str().c_str());
     if (io == Io::kTimeout)
       return TSR_FAIL(tsrTimeout, "%s: connecting to the bootstrap root at %s timed out after %g s",
                       me, root.str().c_str(), deadline.seconds());
@@ -64,7 +68,15 @@ Result connectRoot(const SocketAddress& root, const Deadline& deadline, const ch
                       "for %.1f s): the process that created the id exited, or a complete set "
                       "of ranks already used the id",
                       me, root.str().c_str(), refusedFor);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (cancelFd >= 0) {
+      int ignored = 0;
+      if (waitFd(cancelFd, POLLIN, Deadline::after(0.05), -1, &ignored) == Io::kOk)
+        return TSR_FAIL(tsrRemoteError,
+                        "%s: cancelled while connecting to the bootstrap root at %s", me,
+                        root.str().c_str());
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   }
 }
 
@@ -100,7 +112,8 @@ Result TcpBootstrap::create(const tsrUniqueId& id, int rank, int nranks,
   const std::string root = contents.root.str();
 
   FdGuard rootFd;
-  TSR_CHECK(connectRoot(contents.root, deadline, me.c_str(), &rootFd.fd));
+  const int cancelFd = options.cancelFd;
+  TSR_CHECK(connectRoot(contents.root, deadline, cancelFd, me.c_str(), &rootFd.fd));
   // Peers reach this rank on the interface that reaches the root.
   SocketAddress local, listening;
   if (!localAddress(rootFd.fd, &local))
@@ -121,16 +134,19 @@ Result TcpBootstrap::create(const tsrUniqueId& id, int rank, int nranks,
   hello.nonce = contents.nonce;
   encodeAddress(listening, hello.address);
   int err = 0;
-  Io io = writeFull(rootFd.fd, &hello, sizeof(hello), deadline, -1, &err);
+  Io io = writeFull(rootFd.fd, &hello, sizeof(hello), deadline, cancelFd, &err);
   RootReply reply{};
-  if (io == Io::kOk) io = waitFd(rootFd.fd, POLLIN, deadline, -1, &err);
+  if (io == Io::kOk) io = waitFd(rootFd.fd, POLLIN, deadline, cancelFd, &err);
   // The root answers a little before this rank's deadline, naming the ranks that are missing;
   // on a loaded machine it may be late, so give it a moment more to explain.
   if (io == Io::kTimeout)
-    io = waitFd(rootFd.fd, POLLIN, Deadline::after(std::min(1.0, timeout / 4)), -1, &err);
+    io = waitFd(rootFd.fd, POLLIN, Deadline::after(std::min(1.0, timeout / 4)), cancelFd, &err);
   if (io == Io::kOk)
     io = readFull(rootFd.fd, &reply, sizeof(reply),
-                  Deadline::after(std::max(deadline.remainingSeconds(), 1.0)), -1, &err);
+                  Deadline::after(std::max(deadline.remainingSeconds(), 1.0)), cancelFd, &err);
+  if (io == Io::kWoken)
+    return TSR_FAIL(tsrRemoteError, "%s: cancelled while waiting for the bootstrap root at %s",
+                    me.c_str(), root.c_str());
   if (io == Io::kTimeout)
     return TSR_FAIL(tsrTimeout,
                     "%s: waited %g s for the bootstrap root at %s to gather all %d "
@@ -158,7 +174,7 @@ Result TcpBootstrap::create(const tsrUniqueId& id, int rank, int nranks,
     return TSR_FAIL(tsrInternalError, "%s: the root sent a table of %d ranks", me.c_str(),
                     reply.nranks);
   std::vector<uint8_t> table(static_cast<size_t>(nranks) * kWireAddressBytes);
-  io = readFull(rootFd.fd, table.data(), table.size(), deadline, -1, &err);
+  io = readFull(rootFd.fd, table.data(), table.size(), deadline, cancelFd, &err);
   if (io != Io::kOk)
     return TSR_FAIL(io == Io::kTimeout ? tsrTimeout : tsrRemoteError,
                     "%s: receiving the rank table from the root at %s failed: %s", me.c_str(),

@@ -1,5 +1,8 @@
 #include "comm/comm_impl.hpp"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <cstring>
 
 #include "core/cuda_driver.hpp"
@@ -28,13 +31,16 @@ const char* commStateName(CommImpl::State s) {
 }
 
 CommImpl::CommImpl(int rank, int nranks, const CommConfig& config)
-    : rank_(rank), nranks_(nranks), config_(config) {}
+    : rank_(rank), nranks_(nranks), config_(config) {
+  cancelFd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);  // -1 only disables early cancel
+}
 
 CommImpl::~CommImpl() {
   if (initThread_.joinable()) {
     if (state_.load() == State::kInitializing) abort();
     initThread_.join();
   }
+  if (cancelFd_ >= 0) close(cancelFd_);
 }
 
 Result CommImpl::create(int rank, int nranks, const CommConfig& config,
@@ -83,7 +89,7 @@ Result CommImpl::initCollective(const BootstrapFactory& makeBootstrap) {
     return r;
   };
   std::unique_ptr<Bootstrap> boot;
-  Result r = makeBootstrap(&boot);
+  Result r = makeBootstrap(cancelFd_, &boot);
   if (r != tsrSuccess) return failed(r);
   {
     std::lock_guard<std::mutex> lock(bootstrapMutex_);
@@ -166,7 +172,7 @@ Result CommImpl::split(int color, int key, const tsrConfig_t* config,
   int childNranks = (*holder)->nranks();
   return create(
       childRank, childNranks, childConfig,
-      [holder](std::unique_ptr<Bootstrap>* b) {
+      [holder](int, std::unique_ptr<Bootstrap>* b) {
         *b = std::move(*holder);
         return tsrSuccess;
       },
@@ -187,6 +193,11 @@ Result CommImpl::finalize() {
 
 void CommImpl::abort() {
   abortFlag_.store(true);
+  if (cancelFd_ >= 0) {
+    uint64_t one = 1;
+    ssize_t ignored = write(cancelFd_, &one, sizeof(one));
+    (void)ignored;
+  }
   {
     std::lock_guard<std::mutex> lock(bootstrapMutex_);
     if (bootstrap_ != nullptr) bootstrap_->abort();

@@ -19,7 +19,9 @@ namespace tessera {
 class CommImpl {
  public:
   enum class State { kInitializing, kReady, kFinalized, kAborted, kFailed };
-  using BootstrapFactory = std::function<Result(std::unique_ptr<Bootstrap>*)>;
+  // Makes this rank's bootstrap (joining the others). cancelFd becomes readable when abort() is
+  // called, so a factory that waits (tcp) can stop early.
+  using BootstrapFactory = std::function<Result(int cancelFd, std::unique_ptr<Bootstrap>*)>;
 
   // Creates the rank. `makeBootstrap` joins the other ranks (it blocks); it and the exchange of
   // placements run on the calling thread when config.blocking, else on a background thread
@@ -80,6 +82,7 @@ class CommImpl {
   std::atomic<bool> abortFlag_{false};
   std::thread initThread_;
   std::mutex bootstrapMutex_;  // guards bootstrap_ while a non-blocking init may set it
+  int cancelFd_ = -1;          // eventfd written by abort(), read by the bootstrap factory
 
   mutable std::mutex redOpMutex_;
   std::vector<std::unique_ptr<RedOpDesc>> userOps_;  // index i <-> handle tsrNumOps + i

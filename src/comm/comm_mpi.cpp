@@ -32,7 +32,7 @@ extern "C" TSR_API tsrResult_t tsrCommInitMpi(tsrComm_t* comm, MPI_Comm mpiComm,
   std::shared_ptr<CommImpl> impl;
   Result r = CommImpl::create(
       rank, (*holder)->nranks(), cfg,
-      [holder](std::unique_ptr<Bootstrap>* b) {
+      [holder](int, std::unique_ptr<Bootstrap>* b) {
         *b = std::move(*holder);
         return tsrSuccess;
       },

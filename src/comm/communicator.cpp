@@ -45,8 +45,10 @@ tsrResult_t Communicator::initRank(int nranks, const tsrUniqueId& id, int rank,
   UniqueIdContents contents;
   TSR_CHECK(decodeUniqueId(id, &contents));
   BootstrapOptions opts;  // timeout: TESSERA_BOOTSTRAP_TIMEOUT, validated above
-  auto factory = [id, rank, nranks, opts](std::unique_ptr<Bootstrap>* b) {
-    return TcpBootstrap::create(id, rank, nranks, opts, b);
+  auto factory = [id, rank, nranks, opts](int cancelFd, std::unique_ptr<Bootstrap>* b) {
+    BootstrapOptions o = opts;
+    o.cancelFd = cancelFd;
+    return TcpBootstrap::create(id, rank, nranks, o, b);
   };
   std::shared_ptr<CommImpl> impl;
   Result r = CommImpl::create(rank, nranks, cfg, factory, &impl);
@@ -90,7 +92,8 @@ tsrResult_t Communicator::initAll(int ndev, const int* devlist,
       cfg.device = devices[static_cast<size_t>(i)];
       if (r == tsrSuccess) {
         r = CommImpl::create(
-            i, ndev, cfg, [&group, i](std::unique_ptr<Bootstrap>* b) { return group->join(i, b); },
+            i, ndev, cfg,
+            [&group, i](int, std::unique_ptr<Bootstrap>* b) { return group->join(i, b); },
             &impls[static_cast<size_t>(i)]);
       }
       if (r != tsrSuccess) {
