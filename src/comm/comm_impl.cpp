@@ -47,7 +47,10 @@ Result CommImpl::create(int rank, int nranks, const CommConfig& config,
                         BootstrapFactory makeBootstrap, std::shared_ptr<CommImpl>* out) {
   static std::once_flag versionOnce;
   std::call_once(versionOnce, [] {
-    TSR_LOG_IMPL(LogLevel::kVersion, Subsys::kInit, "tessera version %s", TESSERA_VERSION_STRING);
+    // As NCCL: the version line with TESSERA_DEBUG=VERSION or INFO and above, not with WARN.
+    LogLevel level = logLevel();
+    if (level == LogLevel::kVersion || level >= LogLevel::kInfo)
+      logMessage(LogLevel::kVersion, Subsys::kInit, "tessera version %s", TESSERA_VERSION_STRING);
   });
   std::shared_ptr<CommImpl> comm(new CommImpl(rank, nranks, config));
   TSR_CHECK(comm->bindDevice());

@@ -179,6 +179,11 @@ bool logEnabled(LogLevel level, Subsys subsys) {
   return (gMask.load(std::memory_order_relaxed) & static_cast<uint32_t>(subsys)) != 0;
 }
 
+LogLevel logLevel() {
+  std::call_once(gInitOnce, initFromEnv);
+  return static_cast<LogLevel>(gLevel.load(std::memory_order_relaxed));
+}
+
 void logMessage(LogLevel level, Subsys subsys, const char* fmt, ...) {
   static const std::string host = hostName();
   char msg[2048];

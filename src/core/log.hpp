@@ -48,6 +48,7 @@ LogConfig logConfigFromEnv();
 void logConfigure(const LogConfig& config);
 
 bool logEnabled(LogLevel level, Subsys subsys);
+LogLevel logLevel();
 void logMessage(LogLevel level, Subsys subsys, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
