@@ -33,8 +33,9 @@ step "gpu tests"
 gpu_rc=$?
 
 step "unit tests"
-(cd "$BUILD" && ctest -L unit --parallel "$(nproc)" --timeout 300 2>&1 | tail -15)
-unit_rc=${PIPESTATUS[0]}
+(cd "$BUILD" && ctest -L unit --parallel "$(nproc)" --timeout 300 >"$BUILD/unit.log" 2>&1)
+unit_rc=$?
+tail -15 "$BUILD/unit.log"
 
 step "bootstrap smoke benchmark (4 ranks)"
 "$BUILD/perf/bootstrap_perf" -n 4 -i 10
