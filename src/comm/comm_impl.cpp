@@ -154,6 +154,16 @@ Locality CommImpl::localityOf(int peer) const {
   return locality(placements_[static_cast<size_t>(rank_)], placements_[static_cast<size_t>(peer)]);
 }
 
+Result CommImpl::pathClassTo(int peer, PathClass* out) const {
+  TSR_CHECK(checkReady("pathClassTo"));
+  if (peer < 0 || peer >= nranks_)
+    return TSR_FAIL(tsrInvalidArgument, "pathClassTo: peer %d is outside [0, %d)", peer, nranks_);
+  std::shared_ptr<const Topology> topo;
+  TSR_CHECK(processTopology(&topo));
+  return rankPathClass(*topo, placements_[static_cast<size_t>(rank_)],
+                       placements_[static_cast<size_t>(peer)], out);
+}
+
 Result CommImpl::split(int color, int key, const tsrConfig_t* config,
                        std::shared_ptr<CommImpl>* out) {
   TSR_CHECK(checkReady("tsrCommSplit"));

@@ -13,6 +13,7 @@
 #include "comm/config.hpp"
 #include "core/reduce_op.hpp"
 #include "topology/placement.hpp"
+#include "topology/rank_path.hpp"
 
 namespace tessera {
 
@@ -49,6 +50,9 @@ class CommImpl {
   uint64_t commHash() const { return commHash_; }
   const std::vector<RankPlacement>& placements() const { return placements_; }
   Locality localityOf(int peer) const;
+  // NCCL's path class from this rank to `peer` (NET across hosts, LOC on one GPU, the GPU pair's
+  // class from this host's topology otherwise).
+  Result pathClassTo(int peer, PathClass* out) const;
   // Ranks on this rank's host (as TESSERA_HOST_ID / host id says), and this rank's index there.
   int localRank() const { return localRank_; }
   int localRanks() const { return localRanks_; }

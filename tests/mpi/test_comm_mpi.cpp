@@ -137,6 +137,12 @@ TEST(CommMpi, HostsEmulatedWithHostId) {
                              : p / 2 == me / 2 ? tessera::Locality::kSameHost
                                                : tessera::Locality::kOtherHost;
     EXPECT_EQ(impl->localityOf(p), want) << "peer " << p;
+    tessera::PathClass c = tessera::PathClass::kLoc;
+    ASSERT_EQ(impl->pathClassTo(p, &c), tsrSuccess) << tsrGetLastError(nullptr);
+    // Host-only ranks here: other hosts are NET, this host's ranks meet in host memory (SYS).
+    EXPECT_EQ(c, want == tessera::Locality::kOtherHost ? tessera::PathClass::kNet
+                                                       : tessera::PathClass::kSys)
+        << "peer " << p;
   }
   EXPECT_EQ(tsrCommDestroy(comm), tsrSuccess);
 }

@@ -24,5 +24,16 @@ TEST(CommPlacement, ThreadRanksShareOneProcessAndHost) {
   }
 }
 
+TEST(CommPlacement, PathClassesBetweenHostOnlyRanks) {
+  std::vector<std::unique_ptr<Communicator>> comms;
+  int devs[] = {TSR_DEVICE_HOST, TSR_DEVICE_HOST};
+  ASSERT_EQ(Communicator::initAll(2, devs, &comms), tsrSuccess);
+  PathClass c = PathClass::kLoc;
+  // Host-only ranks of one host meet in host memory.
+  ASSERT_EQ(comms[0]->impl()->pathClassTo(1, &c), tsrSuccess) << lastErrorMessage();
+  EXPECT_EQ(c, PathClass::kSys);
+  EXPECT_EQ(comms[0]->impl()->pathClassTo(2, &c), tsrInvalidArgument);
+}
+
 }  // namespace
 }  // namespace tessera
