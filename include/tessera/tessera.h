@@ -137,8 +137,15 @@ TSR_API tsrResult_t tsrCommInitRankConfig(tsrComm_t* comm, int nranks, tsrUnique
 TSR_API tsrResult_t tsrCommInitAll(tsrComm_t* comms, int ndev, const int* devlist);
 TSR_API tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* newcomm,
                                  tsrConfig_t* config);
+/* Collective: every rank calls it. Completes outstanding work and waits (within
+ * TESSERA_BOOTSTRAP_TIMEOUT) until every rank got here, so no rank tears down what a peer may
+ * still use. Afterwards only tsrCommDestroy is allowed. */
 TSR_API tsrResult_t tsrCommFinalize(tsrComm_t comm);
+/* Local: releases this rank (call tsrCommFinalize first for an orderly end). The handle is dead
+ * afterwards: any use returns tsrInvalidUsage. */
 TSR_API tsrResult_t tsrCommDestroy(tsrComm_t comm);
+/* Local: stops at once. Operations of this rank blocked in other threads return an error; peers
+ * see this rank as gone. The handle is dead afterwards. */
 TSR_API tsrResult_t tsrCommAbort(tsrComm_t comm);
 TSR_API tsrResult_t tsrCommGetAsyncError(tsrComm_t comm, tsrResult_t* asyncError);
 

@@ -34,7 +34,8 @@ class TSR_API Communicator {
   tsrResult_t split(int color, int key, const tsrConfig_t* config,
                     std::unique_ptr<Communicator>* out);
 
-  // Completes outstanding work; the communicator can then only be destroyed.
+  // Collective: completes outstanding work and waits for every rank (within the bootstrap
+  // deadline); the communicator can then only be destroyed.
   tsrResult_t finalize();
   // Stops at once: wakes every blocked operation of this rank, which then fails.
   tsrResult_t abort();

@@ -49,8 +49,9 @@ constexpr EnvVarInfo kRegistry[] = {
      "before it fails with tsrTimeout",
      nullptr, 0.001, 1e7, nullptr},
     {"TESSERA_SOCKET_IFNAME", EnvType::kString, "",
-     "network interfaces for the TCP bootstrap, NCCL syntax: prefixes (eth,ib), =exact names, "
-     "^excluded; default: the first non-loopback interface that is up, else loopback",
+     "interface of the TCP bootstrap root (tsrGetUniqueId), NCCL syntax: prefixes (eth,ib), "
+     "=exact names, ^excluded; default: the first non-loopback interface that is up, else "
+     "loopback. Every rank listens on its address that reaches the root",
      nullptr, 0, 0, validIfname},
     {"TESSERA_SOCKET_FAMILY", EnvType::kEnum, "AUTO",
      "address family of the TCP bootstrap: AF_INET, AF_INET6 or AUTO", "AUTO|AF_INET|AF_INET6", 0,
