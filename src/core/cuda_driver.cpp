@@ -29,7 +29,15 @@ int cudaDeviceCount(std::string* whyNone) {
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
-    if (whyNone != nullptr) *whyNone = "cudaGetDeviceCount failed: " + cudaWhy(e);
+    if (whyNone != nullptr) {
+      // The runtime calls a missing driver "insufficient"; say which it is.
+      int driver = 0;
+      if (e == cudaErrorInsufficientDriver && cudaDriverGetVersion(&driver) == cudaSuccess &&
+          driver == 0)
+        *whyNone = "no CUDA driver is installed (libcuda.so.1 not found): " + cudaWhy(e);
+      else
+        *whyNone = "cudaGetDeviceCount failed: " + cudaWhy(e);
+    }
     return 0;
   }
   if (n == 0 && whyNone != nullptr) *whyNone = "the CUDA driver reports no devices";

@@ -10,10 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/build_config.hpp"
-#if TESSERA_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
+#include "core/cuda_driver.hpp"
 
 namespace tessera::test {
 
@@ -70,19 +67,8 @@ ScopedEnv::~ScopedEnv() {
 }
 
 std::string gpuUnavailableReason() {
-#if TESSERA_HAVE_CUDA
-  int n = 0;
-  cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    std::string why = cudaGetErrorString(e);
-    cudaGetLastError();
-    return why;
-  }
-  if (n == 0) return "cudaGetDeviceCount reports 0 devices";
-  return "";
-#else
-  return "this build has no CUDA (configured without a CUDA compiler)";
-#endif
+  std::string why;
+  return cudaDeviceCount(&why) > 0 ? std::string() : why;
 }
 
 static bool isDir(const std::string& p) {

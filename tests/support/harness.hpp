@@ -29,7 +29,7 @@ class ScopedEnv {
 };
 
 // Empty when a CUDA device is usable; otherwise why not (no CUDA in this build, no driver,
-// no device).
+// no device). Every test binary links tessera_core, which answers this.
 std::string gpuUnavailableReason();
 
 // Folder of shared test topologies (../shared/topologies next to the source tree), or "" when
