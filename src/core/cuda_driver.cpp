@@ -117,7 +117,12 @@ int cudaDriverVersion(std::string* whyNone) {
   using DriverGetVersion = int (*)(int*);  // CUresult cuDriverGetVersion(int*), CUDA 2.2
   auto fn =
       reinterpret_cast<DriverGetVersion>(cudaDriverEntryPoint("cuDriverGetVersion", 2020, whyNone));
-  if (fn == nullptr) return 0;
+  if (fn == nullptr) {
+    int runtimeSays = 0;
+    if (whyNone != nullptr && cudaDriverGetVersion(&runtimeSays) == cudaSuccess && runtimeSays == 0)
+      *whyNone = "no CUDA driver is installed (libcuda.so.1 not found)";
+    return 0;
+  }
   int v = 0;
   if (fn(&v) != 0) {
     if (whyNone != nullptr) *whyNone = "cuDriverGetVersion failed";
