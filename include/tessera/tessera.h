@@ -106,7 +106,7 @@ typedef struct {
   int cgaClusterSize;
   int minCTAs;
   int maxCTAs;
-  const char* netName; /* "Socket" or "UCX"; NULL: automatic */
+  const char* netName; /* "Socket" (the only one in this version); NULL: automatic */
   int splitShare;      /* 1: a split child shares the parent's resources */
   int device;          /* CUDA device index, TSR_DEVICE_HOST, or TSR_DEVICE_CURRENT */
 } tsrConfig_t;

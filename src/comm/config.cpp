@@ -76,9 +76,12 @@ Result resolveConfig(const tsrConfig_t* user, const CommConfig* inherit, CommCon
   }
 
   if (c->netName != nullptr) {
-    if (strcasecmp(c->netName, "Socket") != 0 && strcasecmp(c->netName, "UCX") != 0)
+    // Only the socket network exists in this version; a UCX network comes with the transport
+    // layer, and naming it before then must not silently fall back to sockets.
+    if (strcasecmp(c->netName, "Socket") != 0)
       return TSR_FAIL(tsrInvalidArgument,
-                      "tsrConfig_t.netName = \"%s\" is not a network tessera has (Socket, UCX)",
+                      "tsrConfig_t.netName = \"%s\" is not a network this build has (only "
+                      "\"Socket\")",
                       c->netName);
     out->netName = c->netName;
   } else {
