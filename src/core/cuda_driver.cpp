@@ -144,7 +144,7 @@ int cudaDeviceCount(std::string* whyNone) {
   return 0;
 }
 Result cudaGetDeviceInfo(int dev, CudaDeviceInfo*) {
-  return TSR_FAIL(tsrInvalidUsage, "CUDA device %d requested: %s", dev, kNoCuda);
+  return TSR_FAIL(tsrInvalidArgument, "CUDA device %d does not exist: %s", dev, kNoCuda);
 }
 int cudaCurrentDevice() { return -1; }
 int cudaRuntimeVersion() { return 0; }

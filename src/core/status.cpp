@@ -26,6 +26,21 @@ std::string strprintf(const char* fmt, ...) {
   return s;
 }
 
+const char* resultName(Result code) {
+  switch (code) {
+    case tsrSuccess: return "tsrSuccess";
+    case tsrUnhandledCudaError: return "tsrUnhandledCudaError";
+    case tsrSystemError: return "tsrSystemError";
+    case tsrInternalError: return "tsrInternalError";
+    case tsrInvalidArgument: return "tsrInvalidArgument";
+    case tsrInvalidUsage: return "tsrInvalidUsage";
+    case tsrRemoteError: return "tsrRemoteError";
+    case tsrInProgress: return "tsrInProgress";
+    case tsrTimeout: return "tsrTimeout";
+    default: return "unknown result";
+  }
+}
+
 const char* lastErrorMessage() { return tLastError.c_str(); }
 
 void clearLastError() { tLastError.clear(); }
@@ -38,7 +53,7 @@ Result failWith(Subsys subsys, Result code, const char* fmt, ...) {
   int rank = currentRank();
   if (rank >= 0) msg = strprintf("rank %d: %s", rank, msg.c_str());
   tLastError = msg;
-  TSR_LOG_IMPL(LogLevel::kWarn, subsys, "%s (%s)", msg.c_str(), tsrGetErrorString(code));
+  TSR_LOG_IMPL(LogLevel::kWarn, subsys, "%s [%s]", msg.c_str(), resultName(code));
   return code;
 }
 

@@ -19,6 +19,9 @@ using Result = tsrResult_t;
 std::string strprintf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string vstrprintf(const char* fmt, va_list ap);
 
+// "tsrInvalidArgument" etc.: the enumerator's name, for log lines.
+const char* resultName(Result code);
+
 // The calling thread's last error sentence ("" when none).
 const char* lastErrorMessage();
 void clearLastError();

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "support/harness.hpp"
+#include "topo_test_util.hpp"
 #include "topology/rank_path.hpp"
 
 namespace tessera {
@@ -26,6 +27,7 @@ RankPlacement placed(const char* host, uint64_t nonce, int dev, const char* busI
 class RankPath : public ::testing::Test {
  protected:
   void SetUp() override {
+    TSR_SKIP_WITHOUT_HWLOC();
     ASSERT_EQ(Topology::loadXml(test::testDataDir() + "/topologies/two-socket-8gpu.xml", &topo_),
               tsrSuccess)
         << lastErrorMessage();
