@@ -36,7 +36,9 @@ void printVersion() {
               TESSERA_HAVE_UCX ? "found at build (" TESSERA_UCX_VERSION "), not used yet" : "no");
   std::printf("  hwloc           %s\n",
               TESSERA_HAVE_HWLOC ? "yes (" TESSERA_HWLOC_VERSION ")" : "no");
-  std::printf("  NVML            loaded at run time with dlopen when present\n");
+  std::printf("  NVML            %s\n", TESSERA_NVML_ENABLED
+                                            ? "loaded at run time with dlopen when present"
+                                            : "left out (TESSERA_WITH_NVML=OFF)");
 }
 
 void printCuda() {

@@ -1,5 +1,6 @@
 #include "topology/topology.hpp"
 
+#include "core/build_config.hpp"
 #include "core/env.hpp"
 #include "topology/hwloc_discovery.hpp"
 #include "topology/nvml_loader.hpp"
@@ -15,14 +16,15 @@ Result Topology::load(std::unique_ptr<Topology>* out) {
   TSR_CHECK(envString("TESSERA_TOPO_FILE", &options.xmlPath));
   bool nvmlDisabled = false;
   TSR_CHECK(envBool("TESSERA_NVML_DISABLE", &nvmlDisabled));
-  options.useNvml = !nvmlDisabled && options.xmlPath.empty();
+  options.useNvml = TESSERA_NVML_ENABLED && !nvmlDisabled && options.xmlPath.empty();
   Result r = load(options, out);
   if (r != tsrSuccess && !options.xmlPath.empty())
     return addContext(r, "TESSERA_TOPO_FILE=%s", options.xmlPath.c_str());
-  if (r == tsrSuccess && nvmlDisabled) {
-    // Say why NVML was not asked, so summary() does not blame a missing library.
+  // Say why NVML was not asked, so summary() does not blame a missing library.
+  if (r == tsrSuccess && !TESSERA_NVML_ENABLED)
+    (*out)->d_.nvlinkNote = "NVML left out of this build (TESSERA_WITH_NVML=OFF)";
+  else if (r == tsrSuccess && nvmlDisabled)
     (*out)->d_.nvlinkNote = "NVML disabled by TESSERA_NVML_DISABLE";
-  }
   return r;
 }
 
