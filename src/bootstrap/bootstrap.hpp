@@ -19,6 +19,10 @@
 
 namespace tessera {
 
+// The most ranks a communicator may have. It bounds what a (buggy or hostile) peer can make a
+// root or a rank allocate from one number on the wire.
+inline constexpr int kMaxBootstrapRanks = 1 << 20;
+
 struct BootstrapOptions {
   // Seconds any operation may wait; <= 0 takes TESSERA_BOOTSTRAP_TIMEOUT (default 120).
   double timeoutSeconds = 0;
@@ -45,6 +49,10 @@ class Bootstrap {
   double timeoutSeconds() const { return timeoutSeconds_; }
   // "inproc", "tcp" or "mpi".
   virtual const char* kind() const = 0;
+  // Whether operations may run on a thread other than the one that made this bootstrap while
+  // that thread goes on (a non-blocking init does this). MPI allows it only at
+  // MPI_THREAD_MULTIPLE.
+  virtual bool usableFromAnotherThread() const { return true; }
 
   // In place: rank r's contribution is at offset r * bytesPerRank; on return every slot holds
   // its rank's contribution.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <memory>
 
 namespace tessera {
 namespace {
@@ -34,20 +35,28 @@ Result MpiBootstrap::create(MPI_Comm comm, const BootstrapOptions& options,
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
 
-  MPI_Comm dup = MPI_COMM_NULL;
-  MPI_Request request = MPI_REQUEST_NULL;
-  int rc = MPI_Comm_idup(comm, &dup, &request);
+  // MPI writes the new communicator when the request completes, which may be after we gave up:
+  // keep both on the heap, and leave them there (leaked on purpose) on a timeout.
+  struct PendingDup {
+    MPI_Comm dup = MPI_COMM_NULL;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  auto pending = std::make_unique<PendingDup>();
+  int rc = MPI_Comm_idup(comm, &pending->dup, &pending->request);
   Backoff backoff;
   for (int done = 0; rc == MPI_SUCCESS && !done;) {
-    rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    rc = MPI_Test(&pending->request, &done, MPI_STATUS_IGNORE);
     if (done) break;
-    if (deadline.expired())
+    if (deadline.expired()) {
+      pending.release();
       return TSR_FAIL(tsrTimeout,
                       "mpi bootstrap, rank %d of %d: duplicating the MPI "
                       "communicator timed out after %g s: not every rank called create",
                       rank, size, timeout);
+    }
     backoff.pause();
   }
+  MPI_Comm dup = pending->dup;
   if (rc != MPI_SUCCESS)
     return TSR_FAIL(tsrSystemError, "mpi bootstrap, rank %d of %d: MPI_Comm_idup failed: %s", rank,
                     size, mpiErrorText(rc).c_str());
@@ -232,6 +241,12 @@ Result MpiBootstrap::doSplit(int color, int key, std::unique_ptr<Bootstrap>* chi
   Result r = create(split, childOptions(), child);
   MPI_Comm_free(&split);
   return r;
+}
+
+bool MpiBootstrap::usableFromAnotherThread() const {
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  return level >= MPI_THREAD_MULTIPLE;
 }
 
 }  // namespace tessera

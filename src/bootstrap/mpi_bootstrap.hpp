@@ -27,6 +27,7 @@ class MpiBootstrap final : public Bootstrap {
                        std::unique_ptr<Bootstrap>* out);
   ~MpiBootstrap() override;
   const char* kind() const override { return "mpi"; }
+  bool usableFromAnotherThread() const override;
 
  protected:
   Result doAllGather(void* data, size_t bytesPerRank, const Deadline& deadline) override;

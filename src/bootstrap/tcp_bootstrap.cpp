@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -16,6 +17,7 @@
 namespace tessera {
 namespace {
 constexpr Subsys kLogSubsys = Subsys::kBootstrap;
+constexpr uint64_t kPayloadChunk = 64 * 1024;
 }  // namespace
 
 TcpBootstrap::TcpBootstrap(int rank, int nranks, double timeout, uint64_t nonce, int listenFd,
@@ -125,10 +127,15 @@ void TcpBootstrap::readFrames(int peer) {
         const FrameHeader& h = in.header;
         if (h.magic != kFrameMagic || h.source != peer || h.bytes > kMaxMessageBytes)
           return endInbound(peer, "it sent a corrupted message header");
-        in.payload.assign(static_cast<size_t>(h.bytes), 0);
+        // The buffer grows with the bytes that actually arrive, so a header that announces
+        // more than the peer sends costs nothing.
+        in.payload.assign(static_cast<size_t>(std::min<uint64_t>(h.bytes, kPayloadChunk)), 0);
         in.payloadGot = 0;
       }
     } else {
+      if (in.payloadGot == in.payload.size())
+        in.payload.resize(static_cast<size_t>(
+            std::min<uint64_t>(in.header.bytes, 2 * static_cast<uint64_t>(in.payload.size()))));
       io = readSome(in.fd, in.payload.data() + in.payloadGot, in.payload.size() - in.payloadGot,
                     &got, &err);
       in.payloadGot += got;
@@ -142,7 +149,7 @@ void TcpBootstrap::readFrames(int peer) {
     }
     if (io != Io::kOk)
       return endInbound(peer, strprintf("reading from it failed: %s", std::strerror(err)));
-    if (in.headerGot == sizeof(FrameHeader) && in.payloadGot == in.payload.size()) {
+    if (in.headerGot == sizeof(FrameHeader) && in.payloadGot == in.header.bytes) {
       mailbox_[{peer, in.header.tag}].push_back(std::move(in.payload));
       in.payload = std::vector<uint8_t>();
       in.headerGot = 0;

@@ -90,7 +90,10 @@ Result createUniqueId(tsrUniqueId* id) {
   UniqueIdContents contents;
   contents.version = TESSERA_VERSION_CODE;
   contents.nonce = randomNonce();
-  TSR_CHECK(startTcpRoot(address, contents.nonce, contents.version, &contents.root));
+  // The root waits for its first rank as long as a rank would wait for it.
+  double idle = 0;
+  TSR_CHECK(resolveBootstrapTimeout(BootstrapOptions{}, &idle));
+  TSR_CHECK(startTcpRoot(address, contents.nonce, contents.version, idle, &contents.root));
   TSR_INFO("unique id: root %s on interface %s", contents.root.str().c_str(), ifname.c_str());
   encodeUniqueId(contents, id);
   return tsrSuccess;
@@ -99,7 +102,7 @@ Result createUniqueId(tsrUniqueId* id) {
 Result TcpBootstrap::create(const tsrUniqueId& id, int rank, int nranks,
                             const BootstrapOptions& options, std::unique_ptr<Bootstrap>* out) {
   if (out == nullptr) return TSR_FAIL(tsrInvalidArgument, "tcp bootstrap: null output pointer");
-  if (nranks < 1 || rank < 0 || rank >= nranks)
+  if (nranks < 1 || nranks > kMaxBootstrapRanks || rank < 0 || rank >= nranks)
     return TSR_FAIL(tsrInvalidArgument, "tcp bootstrap: rank %d of %d ranks is not a valid rank",
                     rank, nranks);
   std::string me = strprintf("tcp bootstrap, rank %d of %d", rank, nranks);

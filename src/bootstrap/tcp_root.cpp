@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "bootstrap/bootstrap.hpp"
 #include "bootstrap/tcp_wire.hpp"
 
 namespace tessera {
@@ -41,8 +42,9 @@ struct RootState {
   std::vector<int> rankFd;
   std::vector<std::array<uint8_t, kWireAddressBytes>> rankAddress;
   int arrived = 0;
-  bool haveDeadline = false;
+  bool haveDeadline = false;  // set by the first hello
   Clock::time_point deadline;
+  Clock::time_point idleUntil;  // while no hello has come
   double waitSeconds = 0;
   std::string failure;  // non-empty once the communicator cannot form
 };
@@ -94,6 +96,15 @@ void onHello(RootState& s, int fd, const RootHello& h) {
   }
   s.haveDeadline = true;
 
+  if (h.nonce != s.nonce) {
+    // Not a rank of this communicator (another job's rank reaching a reused port, an old id):
+    // refuse that connection alone; the ranks of this communicator are not its concern.
+    return reply(fd, kRootRejected, s.nranks,
+                 strprintf("the bootstrap root at %s serves another unique id (nonce %016llx, "
+                           "this rank presented %016llx)",
+                           s.address.c_str(), static_cast<unsigned long long>(s.nonce),
+                           static_cast<unsigned long long>(h.nonce)));
+  }
   if (!s.failure.empty()) return reply(fd, kRootFailed, s.nranks, s.failure);
   if (h.protocol != kTcpProtocol)
     return reject(s, fd,
@@ -104,14 +115,10 @@ void onHello(RootState& s, int fd, const RootHello& h) {
                   strprintf("rank %d runs tessera version %u but the root (the process that "
                             "created the unique id) runs version %u",
                             h.rank, h.version, s.version));
-  if (h.nonce != s.nonce)
+  if (h.nranks < 1 || h.nranks > kMaxBootstrapRanks)
     return reject(s, fd,
-                  strprintf("rank %d presented a unique id of another communicator (nonce "
-                            "%016llx, expected %016llx)",
-                            h.rank, static_cast<unsigned long long>(h.nonce),
-                            static_cast<unsigned long long>(s.nonce)));
-  if (h.nranks < 1)
-    return reject(s, fd, strprintf("rank %d says there are %d ranks", h.rank, h.nranks));
+                  strprintf("rank %d says there are %d ranks (at most %d are supported)", h.rank,
+                            h.nranks, kMaxBootstrapRanks));
   if (s.nranks == 0) {
     s.nranks = h.nranks;
     s.firstRank = h.rank;
@@ -163,7 +170,10 @@ void acceptAll(RootState& s) {
     int fd = ::accept4(s.listenFd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR) continue;
-      return;  // EAGAIN, or a transient error (EMFILE...): the next poll retries
+      // Out of descriptors: the listening socket stays readable, so pause rather than spin.
+      if (errno == EMFILE || errno == ENFILE)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;  // EAGAIN, or a transient error: the next poll retries
     }
     s.pending.push_back(Pending{fd, RootHello{}, 0, Clock::now()});
   }
@@ -201,8 +211,7 @@ void readHellos(RootState& s, const std::vector<pollfd>& polled) {
   s.pending.swap(still);
 }
 
-void runRoot(std::unique_ptr<RootState> state) {
-  RootState& s = *state;
+void serve(RootState& s) {
   for (;;) {
     if (s.failure.empty() && s.nranks > 0 && s.arrived == s.nranks) {
       sendTable(s);
@@ -213,13 +222,17 @@ void runRoot(std::unique_ptr<RootState> state) {
       timedOut(s);
       break;
     }
+    if (!s.haveDeadline && now >= s.idleUntil) {
+      TSR_INFO("bootstrap root at %s: no rank came; the root exits", s.address.c_str());
+      break;
+    }
     int waitMs = -1;
     auto limit = [&](Clock::time_point t) {
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t - now).count() + 1;
       ms = std::max<int64_t>(0, std::min<int64_t>(ms, INT32_MAX));
       waitMs = waitMs < 0 ? static_cast<int>(ms) : std::min(waitMs, static_cast<int>(ms));
     };
-    if (s.haveDeadline) limit(s.deadline);
+    limit(s.haveDeadline ? s.deadline : s.idleUntil);
     for (const Pending& p : s.pending) limit(p.since + kHelloPatience);
 
     std::vector<pollfd> polled{{s.listenFd, POLLIN, 0}};
@@ -231,6 +244,19 @@ void runRoot(std::unique_ptr<RootState> state) {
     readHellos(s, polled);  // also drops connections that stayed silent too long
     if (polled[0].revents != 0) acceptAll(s);
   }
+}
+
+void runRoot(std::unique_ptr<RootState> state) {
+  RootState& s = *state;
+  // A detached thread must not let an exception (bad_alloc, ...) terminate the process that
+  // created the id: give up on this communicator instead.
+  try {
+    serve(s);
+  } catch (const std::exception& e) {
+    TSR_WARN("bootstrap root at %s stopped: %s", s.address.c_str(), e.what());
+  } catch (...) {
+    TSR_WARN("bootstrap root at %s stopped on an unknown exception", s.address.c_str());
+  }
   for (Pending& p : s.pending) closeFd(&p.fd);
   for (int& fd : s.rankFd) closeFd(&fd);
   closeFd(&s.listenFd);
@@ -239,8 +265,10 @@ void runRoot(std::unique_ptr<RootState> state) {
 }  // namespace
 
 Result startTcpRoot(const SocketAddress& address, uint64_t nonce, uint32_t version,
-                    SocketAddress* bound) {
+                    double idleSeconds, SocketAddress* bound) {
   auto state = std::make_unique<RootState>();
+  state->idleUntil = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(idleSeconds));
   TSR_CHECK(listenOn(address, &state->listenFd, bound));
   state->nonce = nonce;
   state->version = version;

@@ -16,7 +16,10 @@ namespace tessera {
 
 // Listens on `address` (port 0: any) and starts the root thread; `bound` gets the address the
 // ranks connect to.
+// Starts the root thread. It exits once it has sent the rank table, once the ranks that came
+// gave up, or when no rank at all has come within `idleSeconds` (an id nobody uses must not keep
+// a thread and a socket for the life of the process).
 Result startTcpRoot(const SocketAddress& address, uint64_t nonce, uint32_t version,
-                    SocketAddress* bound);
+                    double idleSeconds, SocketAddress* bound);
 
 }  // namespace tessera

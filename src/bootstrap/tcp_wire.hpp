@@ -62,8 +62,8 @@ struct FrameHeader {
 };
 static_assert(sizeof(FrameHeader) == 24);
 
-// Larger messages are refused: the bootstrap carries small blobs, and a corrupted size must not
-// turn into a huge allocation.
-constexpr uint64_t kMaxMessageBytes = 1ull << 32;
+// Larger messages are refused: the bootstrap carries small blobs. (A receiver also grows its
+// buffer only as bytes arrive, so a corrupted size never turns into a huge allocation.)
+constexpr uint64_t kMaxMessageBytes = 256ull << 20;
 
 }  // namespace tessera

@@ -1,12 +1,14 @@
 // The C API: argument checks on pointers, handle lookup, then the C++ API.
 #include <cstring>
 
+#include "comm/api_guard.hpp"
 #include "comm/comm_impl.hpp"
 #include "comm/handles.hpp"
 #include "tessera/tessera.h"
 #include "tessera/tessera.hpp"
 
 using tessera::Communicator;
+using tessera::guarded;
 using tessera::Result;
 
 namespace {
@@ -25,95 +27,124 @@ extern "C" {
 TSR_API const char* tsrGetLastError(tsrComm_t /*comm*/) { return tessera::lastErrorMessage(); }
 
 TSR_API tsrResult_t tsrGetVersion(int* version) {
-  if (version == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrGetVersion: version is NULL");
-  *version = TESSERA_VERSION_CODE;
-  return tsrSuccess;
+  return guarded("tsrGetVersion", [&]() -> tsrResult_t {
+    if (version == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrGetVersion: version is NULL");
+    *version = TESSERA_VERSION_CODE;
+    return tsrSuccess;
+  });
 }
 
 TSR_API tsrResult_t tsrGetUniqueId(tsrUniqueId* uniqueId) {
-  return Communicator::getUniqueId(uniqueId);
+  return guarded("tsrGetUniqueId",
+                 [&]() -> tsrResult_t { return Communicator::getUniqueId(uniqueId); });
 }
 
 TSR_API tsrResult_t tsrCommInitRankConfig(tsrComm_t* comm, int nranks, tsrUniqueId commId, int rank,
                                           tsrConfig_t* config) {
-  if (comm == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrCommInitRank: comm is NULL");
-  *comm = nullptr;
-  std::unique_ptr<Communicator> c;
-  Result r = Communicator::initRank(nranks, commId, rank, config, &c);
-  if (c != nullptr) *comm = tessera::handleRegister(std::move(c));
-  return r;
+  return guarded("tsrCommInitRankConfig", [&]() -> tsrResult_t {
+    if (comm == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrCommInitRank: comm is NULL");
+    *comm = nullptr;
+    std::unique_ptr<Communicator> c;
+    Result r = Communicator::initRank(nranks, commId, rank, config, &c);
+    if (c != nullptr) *comm = tessera::handleRegister(std::move(c));
+    return r;
+  });
 }
 
 TSR_API tsrResult_t tsrCommInitRank(tsrComm_t* comm, int nranks, tsrUniqueId commId, int rank) {
-  return tsrCommInitRankConfig(comm, nranks, commId, rank, nullptr);
+  return guarded("tsrCommInitRank", [&]() -> tsrResult_t {
+    return tsrCommInitRankConfig(comm, nranks, commId, rank, nullptr);
+  });
 }
 
 TSR_API tsrResult_t tsrCommInitAll(tsrComm_t* comms, int ndev, const int* devlist) {
-  if (comms == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrCommInitAll: comms is NULL");
-  std::vector<std::unique_ptr<Communicator>> cs;
-  TSR_CHECK(Communicator::initAll(ndev, devlist, &cs));
-  for (int i = 0; i < ndev; ++i)
-    comms[i] = tessera::handleRegister(std::move(cs[static_cast<size_t>(i)]));
-  return tsrSuccess;
+  return guarded("tsrCommInitAll", [&]() -> tsrResult_t {
+    if (comms == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrCommInitAll: comms is NULL");
+    std::vector<std::unique_ptr<Communicator>> cs;
+    TSR_CHECK(Communicator::initAll(ndev, devlist, &cs));
+    for (int i = 0; i < ndev; ++i)
+      comms[i] = tessera::handleRegister(std::move(cs[static_cast<size_t>(i)]));
+    return tsrSuccess;
+  });
 }
 
 TSR_API tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* newcomm,
                                  tsrConfig_t* config) {
-  if (newcomm == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrCommSplit: newcomm is NULL");
-  *newcomm = nullptr;
-  TSR_LOOKUP(comm, "tsrCommSplit", c);
-  std::unique_ptr<Communicator> child;
-  Result r = c->split(color, key, config, &child);
-  if (child != nullptr) *newcomm = tessera::handleRegister(std::move(child));
-  return r;
+  return guarded("tsrCommSplit", [&]() -> tsrResult_t {
+    if (newcomm == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrCommSplit: newcomm is NULL");
+    *newcomm = nullptr;
+    TSR_LOOKUP(comm, "tsrCommSplit", c);
+    std::unique_ptr<Communicator> child;
+    Result r = c->split(color, key, config, &child);
+    if (child != nullptr) *newcomm = tessera::handleRegister(std::move(child));
+    return r;
+  });
 }
 
 TSR_API tsrResult_t tsrCommFinalize(tsrComm_t comm) {
-  TSR_LOOKUP(comm, "tsrCommFinalize", c);
-  return c->finalize();
+  return guarded("tsrCommFinalize", [&]() -> tsrResult_t {
+    TSR_LOOKUP(comm, "tsrCommFinalize", c);
+    return c->finalize();
+  });
 }
 
 TSR_API tsrResult_t tsrCommDestroy(tsrComm_t comm) {
-  std::shared_ptr<Communicator> c;
-  TSR_CHECK(tessera::handleRemove(comm, "tsrCommDestroy", &c));
-  return tsrSuccess;  // the rank's resources go with the last reference
+  return guarded("tsrCommDestroy", [&]() -> tsrResult_t {
+    std::shared_ptr<Communicator> c;
+    TSR_CHECK(tessera::handleRemove(comm, "tsrCommDestroy", &c));
+    return tsrSuccess;  // the rank's resources go with the last reference
+  });
 }
 
 TSR_API tsrResult_t tsrCommAbort(tsrComm_t comm) {
-  std::shared_ptr<Communicator> c;
-  TSR_CHECK(tessera::handleRemove(comm, "tsrCommAbort", &c));
-  return c->abort();
+  return guarded("tsrCommAbort", [&]() -> tsrResult_t {
+    std::shared_ptr<Communicator> c;
+    TSR_CHECK(tessera::handleRemove(comm, "tsrCommAbort", &c));
+    return c->abort();
+  });
 }
 
 TSR_API tsrResult_t tsrCommGetAsyncError(tsrComm_t comm, tsrResult_t* asyncError) {
-  TSR_LOOKUP(comm, "tsrCommGetAsyncError", c);
-  return c->asyncError(asyncError);
+  return guarded("tsrCommGetAsyncError", [&]() -> tsrResult_t {
+    TSR_LOOKUP(comm, "tsrCommGetAsyncError", c);
+    return c->asyncError(asyncError);
+  });
 }
 
 TSR_API tsrResult_t tsrCommCount(const tsrComm_t comm, int* count) {
-  TSR_LOOKUP(comm, "tsrCommCount", c);
-  return c->count(count);
+  return guarded("tsrCommCount", [&]() -> tsrResult_t {
+    TSR_LOOKUP(comm, "tsrCommCount", c);
+    return c->count(count);
+  });
 }
 
 TSR_API tsrResult_t tsrCommCuDevice(const tsrComm_t comm, int* device) {
-  TSR_LOOKUP(comm, "tsrCommCuDevice", c);
-  return c->cuDevice(device);
+  return guarded("tsrCommCuDevice", [&]() -> tsrResult_t {
+    TSR_LOOKUP(comm, "tsrCommCuDevice", c);
+    return c->cuDevice(device);
+  });
 }
 
 TSR_API tsrResult_t tsrCommUserRank(const tsrComm_t comm, int* rank) {
-  TSR_LOOKUP(comm, "tsrCommUserRank", c);
-  return c->userRank(rank);
+  return guarded("tsrCommUserRank", [&]() -> tsrResult_t {
+    TSR_LOOKUP(comm, "tsrCommUserRank", c);
+    return c->userRank(rank);
+  });
 }
 
 TSR_API tsrResult_t tsrRedOpCreatePreMulSum(tsrRedOp_t* op, void* scalar, tsrDataType_t datatype,
                                             tsrScalarResidence_t residence, tsrComm_t comm) {
-  TSR_LOOKUP(comm, "tsrRedOpCreatePreMulSum", c);
-  return c->redOpCreatePreMulSum(op, scalar, datatype, residence);
+  return guarded("tsrRedOpCreatePreMulSum", [&]() -> tsrResult_t {
+    TSR_LOOKUP(comm, "tsrRedOpCreatePreMulSum", c);
+    return c->redOpCreatePreMulSum(op, scalar, datatype, residence);
+  });
 }
 
 TSR_API tsrResult_t tsrRedOpDestroy(tsrRedOp_t op, tsrComm_t comm) {
-  TSR_LOOKUP(comm, "tsrRedOpDestroy", c);
-  return c->redOpDestroy(op);
+  return guarded("tsrRedOpDestroy", [&]() -> tsrResult_t {
+    TSR_LOOKUP(comm, "tsrRedOpDestroy", c);
+    return c->redOpDestroy(op);
+  });
 }
 
 }  // extern "C"

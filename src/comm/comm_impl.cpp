@@ -71,6 +71,27 @@ Result CommImpl::create(int rank, int nranks, const CommConfig& config,
   return tsrInProgress;
 }
 
+Result CommImpl::createWith(std::unique_ptr<Bootstrap> bootstrap, CommConfig config,
+                            std::shared_ptr<CommImpl>* out) {
+  if (!config.blocking && !bootstrap->usableFromAnotherThread()) {
+    TSR_INFO(
+        "the %s bootstrap cannot be driven from another thread: the non-blocking init "
+        "completes before the call returns",
+        bootstrap->kind());
+    config.blocking = true;
+  }
+  const int rank = bootstrap->rank();
+  const int nranks = bootstrap->nranks();
+  auto holder = std::make_shared<std::unique_ptr<Bootstrap>>(std::move(bootstrap));
+  return create(
+      rank, nranks, config,
+      [holder](int, std::unique_ptr<Bootstrap>* b) {
+        *b = std::move(*holder);
+        return tsrSuccess;
+      },
+      out);
+}
+
 Result CommImpl::bindDevice() {
   int dev = config_.device;
   if (dev == TSR_DEVICE_CURRENT) dev = cudaCurrentDevice();  // -1 (host-only) without a device
@@ -99,38 +120,42 @@ Result CommImpl::initCollective(const BootstrapFactory& makeBootstrap) {
     bootstrap_ = std::move(boot);
     if (abortFlag_.load()) bootstrap_->abort();
   }
-  if (rank_ >= 0 && rank_ != bootstrap_->rank())
+  if (rank() >= 0 && rank() != bootstrap_->rank())
     return failed(TSR_FAIL(tsrInternalError, "bootstrap gave rank %d, expected %d",
-                           bootstrap_->rank(), rank_));
-  rank_ = bootstrap_->rank();
-  nranks_ = bootstrap_->nranks();
-  ScopedRank scoped(rank_);
+                           bootstrap_->rank(), rank()));
+  rank_.store(bootstrap_->rank(), std::memory_order_release);
+  nranks_.store(bootstrap_->nranks(), std::memory_order_release);
+  const int me = rank(), n = nranks();
+  ScopedRank scoped(me);
 
   // Where every rank lives: host, process, device.
   RankPlacement mine{};
   r = localPlacement(device_, busId_.c_str(), &mine);
   if (r != tsrSuccess) return failed(r);
-  placements_.assign(static_cast<size_t>(nranks_), RankPlacement{});
-  placements_[static_cast<size_t>(rank_)] = mine;
+  placements_.assign(static_cast<size_t>(n), RankPlacement{});
+  placements_[static_cast<size_t>(me)] = mine;
   r = bootstrap_->allGather(placements_.data(), sizeof(RankPlacement));
   if (r != tsrSuccess) return failed(addContext(r, "exchanging rank placements at init"));
 
   localRanks_ = 0;
-  for (int p = 0; p < nranks_; ++p) {
+  for (int p = 0; p < n; ++p) {
     if (locality(mine, placements_[static_cast<size_t>(p)]) != Locality::kOtherHost) ++localRanks_;
   }
   localRank_ = 0;
-  for (int p = 0; p < rank_; ++p)
+  for (int p = 0; p < me; ++p)
     if (locality(mine, placements_[static_cast<size_t>(p)]) != Locality::kOtherHost) ++localRank_;
   // Same on every rank: identifies this communicator in logs.
   commHash_ = fnv1a(placements_.data(), placements_.size() * sizeof(RankPlacement));
 
-  if (abortFlag_.load())
-    return failed(TSR_FAIL(tsrInvalidUsage, "communicator aborted during init"));
-  state_.store(State::kReady);
+  // Ready only if abort() did not come first (abort() moves kInitializing to kAborted).
+  State expected = State::kInitializing;
+  if (abortFlag_.load() || !state_.compare_exchange_strong(expected, State::kReady)) {
+    asyncError_.store(tsrRemoteError);
+    return TSR_FAIL(tsrRemoteError, "communicator aborted during init");
+  }
   asyncError_.store(tsrSuccess);
   TSR_INFO("comm %016llx rank %d nranks %d device %d%s%s localRank %d/%d - Init COMPLETE",
-           static_cast<unsigned long long>(commHash_), rank_, nranks_, device_,
+           static_cast<unsigned long long>(commHash_), me, n, device_,
            busId_.empty() ? "" : " busId ", busId_.c_str(), localRank_, localRanks_);
   return tsrSuccess;
 }
@@ -151,16 +176,16 @@ Result CommImpl::checkReady(const char* api) const {
 }
 
 Locality CommImpl::localityOf(int peer) const {
-  return locality(placements_[static_cast<size_t>(rank_)], placements_[static_cast<size_t>(peer)]);
+  return locality(placements_[static_cast<size_t>(rank())], placements_[static_cast<size_t>(peer)]);
 }
 
 Result CommImpl::pathClassTo(int peer, PathClass* out) const {
   TSR_CHECK(checkReady("pathClassTo"));
-  if (peer < 0 || peer >= nranks_)
-    return TSR_FAIL(tsrInvalidArgument, "pathClassTo: peer %d is outside [0, %d)", peer, nranks_);
+  if (peer < 0 || peer >= nranks())
+    return TSR_FAIL(tsrInvalidArgument, "pathClassTo: peer %d is outside [0, %d)", peer, nranks());
   std::shared_ptr<const Topology> topo;
   TSR_CHECK(processTopology(&topo));
-  return rankPathClass(*topo, placements_[static_cast<size_t>(rank_)],
+  return rankPathClass(*topo, placements_[static_cast<size_t>(rank())],
                        placements_[static_cast<size_t>(peer)], out);
 }
 
@@ -180,16 +205,7 @@ Result CommImpl::split(int color, int key, const tsrConfig_t* config,
   TSR_CHECK(splitBootstrap(*bootstrap_, color, key, &childBoot));
   out->reset();
   if (childBoot == nullptr) return tsrSuccess;  // TSR_SPLIT_NOCOLOR
-  auto holder = std::make_shared<std::unique_ptr<Bootstrap>>(std::move(childBoot));
-  int childRank = (*holder)->rank();
-  int childNranks = (*holder)->nranks();
-  return create(
-      childRank, childNranks, childConfig,
-      [holder](int, std::unique_ptr<Bootstrap>* b) {
-        *b = std::move(*holder);
-        return tsrSuccess;
-      },
-      out);
+  return createWith(std::move(childBoot), childConfig, out);
 }
 
 Result CommImpl::finalize() {
@@ -215,7 +231,10 @@ void CommImpl::abort() {
     std::lock_guard<std::mutex> lock(bootstrapMutex_);
     if (bootstrap_ != nullptr) bootstrap_->abort();
   }
-  if (state_.load() != State::kFailed) state_.store(State::kAborted);
+  // Any state but failed becomes aborted, atomically against init's move to ready.
+  State s = state_.load();
+  while (s != State::kFailed && !state_.compare_exchange_weak(s, State::kAborted)) {
+  }
 }
 
 Result CommImpl::redOpCreatePreMulSum(tsrRedOp_t* op, const void* scalar, tsrDataType_t dtype,

@@ -31,6 +31,12 @@ class CommImpl {
   static Result create(int rank, int nranks, const CommConfig& config,
                        BootstrapFactory makeBootstrap, std::shared_ptr<CommImpl>* out);
 
+  // A rank whose bootstrap exists already (MPI, split): only the exchange of placements is left.
+  // A non-blocking config runs on the calling thread when the bootstrap may not be driven from
+  // another thread (MPI below MPI_THREAD_MULTIPLE).
+  static Result createWith(std::unique_ptr<Bootstrap> bootstrap, CommConfig config,
+                           std::shared_ptr<CommImpl>* out);
+
   ~CommImpl();
   CommImpl(const CommImpl&) = delete;
   CommImpl& operator=(const CommImpl&) = delete;
@@ -43,8 +49,9 @@ class CommImpl {
   void abort();
   Result asyncError() const { return asyncError_.load(); }
 
-  int rank() const { return rank_; }
-  int nranks() const { return nranks_; }
+  // -1 while a non-blocking init has not yet learned them from the bootstrap (MPI, split).
+  int rank() const { return rank_.load(std::memory_order_acquire); }
+  int nranks() const { return nranks_.load(std::memory_order_acquire); }
   int cudaDevice() const { return device_; }
   const CommConfig& config() const { return config_; }
   uint64_t commHash() const { return commHash_; }
@@ -69,8 +76,9 @@ class CommImpl {
   Result initCollective(const BootstrapFactory& makeBootstrap);
   Result bindDevice();
 
-  int rank_;
-  int nranks_;
+  // Written once by the init thread, read by any thread (the C API logs with the rank).
+  std::atomic<int> rank_;
+  std::atomic<int> nranks_;
   CommConfig config_;
   int device_ = TSR_DEVICE_HOST;
   std::string busId_;

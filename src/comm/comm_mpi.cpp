@@ -1,5 +1,6 @@
 // tsrCommInitMpi: a communicator whose bootstrap is an MPI communicator.
 #include "bootstrap/mpi_bootstrap.hpp"
+#include "comm/api_guard.hpp"
 #include "comm/comm_impl.hpp"
 #include "comm/handles.hpp"
 #include "core/env.hpp"
@@ -7,10 +8,8 @@
 
 namespace {
 constexpr tessera::Subsys kLogSubsys = tessera::Subsys::kInit;
-}
 
-extern "C" TSR_API tsrResult_t tsrCommInitMpi(tsrComm_t* comm, MPI_Comm mpiComm,
-                                              tsrConfig_t* config) {
+tsrResult_t initMpi(tsrComm_t* comm, MPI_Comm mpiComm, tsrConfig_t* config) {
   using namespace tessera;
   if (comm == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrCommInitMpi: comm is NULL");
   *comm = nullptr;
@@ -26,18 +25,16 @@ extern "C" TSR_API tsrResult_t tsrCommInitMpi(tsrComm_t* comm, MPI_Comm mpiComm,
   // MPI_Comm_dup is collective: do it here, on the calling thread, even for a non-blocking init.
   std::unique_ptr<Bootstrap> boot;
   TSR_CHECK(MpiBootstrap::create(mpiComm, opts, &boot));
-  auto holder = std::make_shared<std::unique_ptr<Bootstrap>>(std::move(boot));
-  int rank = (*holder)->rank();
-  ScopedRank scoped(rank);
+  ScopedRank scoped(boot->rank());
   std::shared_ptr<CommImpl> impl;
-  Result r = CommImpl::create(
-      rank, (*holder)->nranks(), cfg,
-      [holder](int, std::unique_ptr<Bootstrap>* b) {
-        *b = std::move(*holder);
-        return tsrSuccess;
-      },
-      &impl);
+  Result r = CommImpl::createWith(std::move(boot), cfg, &impl);
   if (r != tsrSuccess && r != tsrInProgress) return r;
   *comm = handleRegister(std::make_unique<Communicator>(std::move(impl)));
   return r;
+}
+}  // namespace
+
+extern "C" TSR_API tsrResult_t tsrCommInitMpi(tsrComm_t* comm, MPI_Comm mpiComm,
+                                              tsrConfig_t* config) {
+  return tessera::guarded("tsrCommInitMpi", [&] { return initMpi(comm, mpiComm, config); });
 }

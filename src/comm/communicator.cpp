@@ -14,8 +14,9 @@ namespace {
 constexpr Subsys kLogSubsys = Subsys::kInit;
 
 Result checkRankArgs(const char* api, int nranks, int rank) {
-  if (nranks < 1)
-    return TSR_FAIL(tsrInvalidArgument, "%s: nranks = %d, must be at least 1", api, nranks);
+  if (nranks < 1 || nranks > kMaxBootstrapRanks)
+    return TSR_FAIL(tsrInvalidArgument, "%s: nranks = %d, must be in [1, %d]", api, nranks,
+                    kMaxBootstrapRanks);
   if (rank < 0 || rank >= nranks)
     return TSR_FAIL(tsrInvalidArgument, "%s: rank %d is outside [0, %d)", api, rank, nranks);
   return tsrSuccess;
@@ -60,8 +61,11 @@ tsrResult_t Communicator::initRank(int nranks, const tsrUniqueId& id, int rank,
 tsrResult_t Communicator::initAll(int ndev, const int* devlist,
                                   std::vector<std::unique_ptr<Communicator>>* out) {
   if (out == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrCommInitAll: comms is NULL");
-  if (ndev < 1)
-    return TSR_FAIL(tsrInvalidArgument, "tsrCommInitAll: ndev = %d, must be at least 1", ndev);
+  // One thread per rank while they are created: bound it well below the thread limit.
+  constexpr int kMaxThreadRanks = 4096;
+  if (ndev < 1 || ndev > kMaxThreadRanks)
+    return TSR_FAIL(tsrInvalidArgument, "tsrCommInitAll: ndev = %d, must be in [1, %d]", ndev,
+                    kMaxThreadRanks);
   TSR_CHECK(envValidateAll());
   std::string why;
   int ndevices = cudaDeviceCount(&why);

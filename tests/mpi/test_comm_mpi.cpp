@@ -3,6 +3,7 @@
 // and hosts emulated with TESSERA_HOST_ID.
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
@@ -144,6 +145,29 @@ TEST(CommMpi, HostsEmulatedWithHostId) {
                                                        : tessera::PathClass::kSys)
         << "peer " << p;
   }
+  EXPECT_EQ(tsrCommDestroy(comm), tsrSuccess);
+}
+
+TEST(CommMpi, NonBlockingInitBelowThreadMultipleCompletesInTheCall) {
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  tsrConfig_t config = TSR_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  tsrComm_t comm = nullptr;
+  tsrResult_t r = tsrCommInitMpi(&comm, MPI_COMM_WORLD, &config);
+  if (level < MPI_THREAD_MULTIPLE) {
+    // No MPI call from a background thread: the init finished before returning.
+    EXPECT_EQ(r, tsrSuccess) << tsrGetLastError(nullptr);
+  } else {
+    EXPECT_TRUE(r == tsrSuccess || r == tsrInProgress);
+  }
+  tsrResult_t state = tsrInProgress;
+  for (int i = 0; i < 60000 && state == tsrInProgress; ++i) {
+    ASSERT_EQ(tsrCommGetAsyncError(comm, &state), tsrSuccess);
+    if (state == tsrInProgress) usleep(1000);
+  }
+  EXPECT_EQ(state, tsrSuccess);
+  expectRankAndCount(comm, worldRank(), worldSize());
   EXPECT_EQ(tsrCommDestroy(comm), tsrSuccess);
 }
 

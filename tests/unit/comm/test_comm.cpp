@@ -295,6 +295,10 @@ TEST(CommArguments, BadInputGetsASentence) {
   std::vector<Case> cases;
   cases.push_back({tsrInvalidArgument, tsrCommInitRank(nullptr, 2, id, 0), "NULL"});
   cases.push_back({tsrInvalidArgument, tsrCommInitRank(&comm, 0, id, 0), "nranks = 0"});
+  // A huge count is refused before anything is allocated for it (here or at the root).
+  cases.push_back(
+      {tsrInvalidArgument, tsrCommInitRank(&comm, 2147483646, id, 0), "nranks = 2147483646"});
+  cases.push_back({tsrInvalidArgument, tsrCommInitAll(&comm, 1 << 20, nullptr), "ndev"});
   cases.push_back({tsrInvalidArgument, tsrCommInitRank(&comm, 4, id, 4), "rank 4"});
   cases.push_back({tsrInvalidArgument, tsrCommInitRank(&comm, 4, id, -1), "rank -1"});
   cases.push_back({tsrInvalidArgument, tsrCommInitAll(&comm, 0, nullptr), "ndev = 0"});
