@@ -18,6 +18,8 @@ namespace tessera {
 namespace {
 constexpr Subsys kLogSubsys = Subsys::kBootstrap;
 constexpr uint64_t kPayloadChunk = 64 * 1024;
+// A peer sends its hello as soon as it connects; a connection silent this long is not a rank.
+constexpr auto kHelloPatience = std::chrono::seconds(30);
 }  // namespace
 
 TcpBootstrap::TcpBootstrap(int rank, int nranks, double timeout, uint64_t nonce, int listenFd,
@@ -70,7 +72,7 @@ void TcpBootstrap::acceptConnections() {
       return;
     }
     std::lock_guard<std::mutex> lock(fdMutex_);
-    accepted_.push_back(Accepted{fd, PeerHello{}, 0});
+    accepted_.push_back(Accepted{fd, PeerHello{}, 0, Clock::now()});
   }
 }
 
@@ -178,8 +180,11 @@ Result TcpBootstrap::progress(const Deadline& deadline, int writeFd, const std::
   if (n <= 0) return tsrSuccess;
 
   size_t slot = 2;
-  for (Accepted& a : accepted_)
+  const auto now = Clock::now();
+  for (Accepted& a : accepted_) {
     if (fds[slot++].revents != 0) readHello(a);
+    if (a.fd >= 0 && now - a.since > kHelloPatience) dropFd(&a.fd);
+  }
   {
     std::lock_guard<std::mutex> lock(fdMutex_);
     std::erase_if(accepted_, [](const Accepted& a) { return a.fd < 0; });

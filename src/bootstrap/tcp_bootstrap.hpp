@@ -69,6 +69,7 @@ class TcpBootstrap final : public Bootstrap {
     int fd = -1;
     PeerHello hello{};
     size_t got = 0;
+    Clock::time_point since;  // a connection silent for too long is not a rank: dropped
   };
 
   TcpBootstrap(int rank, int nranks, double timeout, uint64_t nonce, int listenFd, int wakeFd,
