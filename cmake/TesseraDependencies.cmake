@@ -135,8 +135,11 @@ if(TESSERA_BUILD_TESTS)
       set(INSTALL_GTEST OFF CACHE BOOL "" FORCE)
       set(BUILD_GMOCK OFF CACHE BOOL "" FORCE)
       add_subdirectory("${_gtest_src}" "${PROJECT_BINARY_DIR}/_deps/googletest" EXCLUDE_FROM_ALL)
-      add_library(GTest::gtest ALIAS gtest)
-      add_library(GTest::gtest_main ALIAS gtest_main)
+      # GoogleTest 1.11+ defines these aliases itself.
+      if(NOT TARGET GTest::gtest)
+        add_library(GTest::gtest ALIAS gtest)
+        add_library(GTest::gtest_main ALIAS gtest_main)
+      endif()
       set(TESSERA_GTEST_FROM "built from source ${_gtest_src}")
     else()
       message(FATAL_ERROR "GoogleTest not found: install googletest (scripts/setup.sh), set "

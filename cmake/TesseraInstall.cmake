@@ -20,9 +20,10 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/tesseraConfigVersion.cmak
 install(FILES ${PROJECT_BINARY_DIR}/tesseraConfig.cmake ${PROJECT_BINARY_DIR}/tesseraConfigVersion.cmake
         DESTINATION ${_cfgdir})
 
-set(TESSERA_PC_REQUIRES_PRIVATE "")
-if(TESSERA_HAVE_HWLOC)
-  set(TESSERA_PC_REQUIRES_PRIVATE "hwloc")
-endif()
+# The .pc file finds the prefix relative to its own folder, however deep the libdir is
+# (lib, lib64, lib/x86_64-linux-gnu), so the package works under any --prefix.
+file(RELATIVE_PATH TESSERA_PC_PREFIX_FROM_PCDIR "${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig"
+     "${CMAKE_INSTALL_PREFIX}")
+string(REGEX REPLACE "/$" "" TESSERA_PC_PREFIX_FROM_PCDIR "${TESSERA_PC_PREFIX_FROM_PCDIR}")
 configure_file(cmake/tessera.pc.in ${PROJECT_BINARY_DIR}/tessera.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/tessera.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

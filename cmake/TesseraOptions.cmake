@@ -6,6 +6,19 @@ set(TESSERA_WITH_HWLOC AUTO CACHE STRING "Discover topology with hwloc (AUTO, ON
 set(TESSERA_WITH_NVML AUTO CACHE STRING "Look for NVML at configure time (AUTO, ON, OFF)")
 foreach(dep CUDA MPI UCX HWLOC NVML)
   set_property(CACHE TESSERA_WITH_${dep} PROPERTY STRINGS AUTO ON OFF)
+  # Accept any CMake boolean spelling (off, NO, 0, true...); anything else is an error, never
+  # a silent AUTO.
+  string(TOUPPER "${TESSERA_WITH_${dep}}" _v)
+  if(_v STREQUAL "AUTO")
+    set(_norm AUTO)
+  elseif(_v MATCHES "^(ON|YES|TRUE|Y|1)$")
+    set(_norm ON)
+  elseif(_v MATCHES "^(OFF|NO|FALSE|N|0)$")
+    set(_norm OFF)
+  else()
+    message(FATAL_ERROR "TESSERA_WITH_${dep}=${TESSERA_WITH_${dep}}: expected AUTO, ON or OFF")
+  endif()
+  set(TESSERA_WITH_${dep} ${_norm} CACHE STRING "" FORCE)
 endforeach()
 
 set(TESSERA_CUDA_ARCHS "90;80" CACHE STRING "CUDA architectures to compile for")

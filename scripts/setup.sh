@@ -3,10 +3,12 @@
 # Idempotent: a second run checks, finds everything, and returns in seconds.
 #
 # Debian/Ubuntu packages: compilers and build tools, Open MPI, UCX (+ ucx-utils for
-# ucx_perftest), hwloc, GoogleTest sources and libraries, ccache, pkg-config.
-# Where apt-get is unavailable (e.g. a GPU machine with only CUDA and CMake), it reports what is
-# missing and carries on: the build detects and skips each optional dependency.
-set -euo pipefail
+# ucx_perftest), hwloc, GoogleTest sources and libraries, ccache, pkg-config; CMake >= 3.25 from
+# the Python package index where the distribution's is older.
+# Where something cannot be installed (no apt-get, no root, offline), it says what is missing
+# and carries on: configure then skips each optional dependency it does not find, and stops with
+# a sentence for a required one.
+set -uo pipefail
 
 PACKAGES=(
   cmake ninja-build g++ pkg-config ccache
@@ -15,32 +17,50 @@ PACKAGES=(
   libhwloc-dev hwloc-nox
   googletest libgtest-dev
 )
+MIN_CMAKE=3.25
 
-missing=()
-if command -v dpkg-query >/dev/null 2>&1; then
+warn() { echo "setup: $*" >&2; }
+
+install_packages() {
+  if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+    warn "no dpkg/apt-get here: not installing packages (optional parts will be skipped)"
+    return 0
+  fi
+  local missing=() p status
   for p in "${PACKAGES[@]}"; do
     status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
     [[ "$status" == "install ok installed" ]] || missing+=("$p")
   done
-else
-  echo "setup: no dpkg on this machine; not installing packages (optional parts will be skipped)"
-  exit 0
-fi
-
-if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "setup: all ${#PACKAGES[@]} packages present"
-  exit 0
-fi
-
-echo "setup: installing ${missing[*]}"
-SUDO=""
-if [[ $(id -u) -ne 0 ]]; then
-  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-    echo "setup: not root and no sudo; please install: ${missing[*]}" >&2
-    exit 1
+  if [[ ${#missing[@]} -eq 0 ]]; then
+    echo "setup: all ${#PACKAGES[@]} packages present"
+    return 0
   fi
-fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-echo "setup: done"
+  local sudo=""
+  if [[ $(id -u) -ne 0 ]]; then
+    if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+      warn "not root and no sudo: please install ${missing[*]}"
+      return 0
+    fi
+  fi
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  if ! { $sudo apt-get update -qq && $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"; }; then
+    warn "apt-get could not install ${missing[*]}; carrying on without them"
+  fi
+}
+
+version_ge() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -1)" == "$2" ]]; }
+
+ensure_cmake() {
+  local have=""
+  command -v cmake >/dev/null 2>&1 && have=$(cmake --version | head -1 | awk '{print $3}')
+  if [[ -n "$have" ]] && version_ge "$have" "$MIN_CMAKE"; then return 0; fi
+  warn "cmake ${have:-absent} is older than $MIN_CMAKE; installing it from the Python package index"
+  if ! python3 -m pip install -q "cmake>=$MIN_CMAKE"; then
+    warn "could not install cmake >= $MIN_CMAKE; configure will say so"
+  fi
+}
+
+install_packages
+ensure_cmake
+exit 0

@@ -36,7 +36,7 @@ Result badValue(const EnvVarInfo& info, const char* value, const std::string& wh
 Result parseInt(const EnvVarInfo& info, const char* v, int64_t* out) {
   errno = 0;
   char* end = nullptr;
-  long long x = std::strtoll(v, &end, 0);
+  long long x = std::strtoll(v, &end, 10);  // decimal: "010" is ten, not octal eight
   if (errno != 0 || end == v || *end != '\0') return badValue(info, v, "expected an integer");
   if (static_cast<double>(x) < info.minValue || static_cast<double>(x) > info.maxValue)
     return badValue(info, v, strprintf("must be in [%.0f, %.0f]", info.minValue, info.maxValue));
@@ -48,7 +48,9 @@ Result parseDouble(const EnvVarInfo& info, const char* v, double* out) {
   errno = 0;
   char* end = nullptr;
   double x = std::strtod(v, &end);
-  if (errno != 0 || end == v || *end != '\0' || !std::isfinite(x))
+  // strtod also takes hexadecimal ("0x1p4"); a time or a size written that way is a mistake.
+  bool hex = std::strchr(v, 'x') != nullptr || std::strchr(v, 'X') != nullptr;
+  if (errno != 0 || end == v || *end != '\0' || !std::isfinite(x) || hex)
     return badValue(info, v, "expected a number");
   if (x < info.minValue || x > info.maxValue)
     return badValue(info, v, strprintf("must be in [%g, %g]", info.minValue, info.maxValue));
@@ -164,7 +166,6 @@ Result envEnum(const char* name, std::string* out) {
 }
 
 Result envValidateAll() {
-  Result first = tsrSuccess;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     if (std::strncmp(*e, "TESSERA_", 8) != 0) continue;
     const char* eq = std::strchr(*e, '=');
@@ -187,9 +188,10 @@ Result envValidateAll() {
       case EnvType::kString: r = envString(info.name, &s); break;
       case EnvType::kEnum: r = envEnum(info.name, &s); break;
     }
-    if (r != tsrSuccess && first == tsrSuccess) first = r;
+    // The first invalid variable is the one reported (its sentence is the last error).
+    if (r != tsrSuccess) return r;
   }
-  return first;
+  return tsrSuccess;
 }
 
 const char* envTypeName(EnvType type) {

@@ -147,20 +147,25 @@ bool parseLogLevel(const char* value, LogLevel* level, std::string* why) {
 LogConfig logConfigFromEnv() {
   LogConfig config;
   std::string why;
-  if (const char* v = std::getenv("TESSERA_DEBUG"); v != nullptr) {
+  // An empty value counts as unset, as everywhere in the env registry.
+  auto raw = [](const char* name) -> const char* {
+    const char* v = std::getenv(name);
+    return (v == nullptr || *v == '\0') ? nullptr : v;
+  };
+  if (const char* v = raw("TESSERA_DEBUG"); v != nullptr) {
     if (!parseLogLevel(v, &config.level, &why)) {
       std::fprintf(stderr, "tessera: invalid TESSERA_DEBUG: %s; using WARN\n", why.c_str());
       config.level = LogLevel::kWarn;
     }
   }
-  const char* subsys = std::getenv("TESSERA_DEBUG_SUBSYS");
+  const char* subsys = raw("TESSERA_DEBUG_SUBSYS");
   if (subsys == nullptr || !parseSubsysMask(subsys, &config.subsysMask, &why)) {
     if (subsys != nullptr)
       std::fprintf(stderr, "tessera: invalid TESSERA_DEBUG_SUBSYS: %s; using %s\n", why.c_str(),
                    kDefaultSubsys);
     parseSubsysMask(kDefaultSubsys, &config.subsysMask, nullptr);
   }
-  if (const char* f = std::getenv("TESSERA_DEBUG_FILE"); f != nullptr) config.file = f;
+  if (const char* f = raw("TESSERA_DEBUG_FILE"); f != nullptr) config.file = f;
   return config;
 }
 

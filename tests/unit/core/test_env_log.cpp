@@ -91,6 +91,31 @@ TEST(EnvRegistry, InvalidValuesAreErrorsWithASentence) {
   }
 }
 
+TEST(EnvRegistry, IntegersAreDecimal) {
+  test::ScopedEnv v("TESSERA_MAX_CTAS", "010");
+  int64_t x = 0;
+  ASSERT_EQ(envInt("TESSERA_MAX_CTAS", &x), tsrSuccess);
+  EXPECT_EQ(x, 10);
+}
+
+TEST(EnvRegistry, TheFirstInvalidVariableIsTheOneReported) {
+  // Registry order: TESSERA_NVML_DISABLE comes before TESSERA_SPLIT_SHARE.
+  test::ScopedEnv a("TESSERA_NVML_DISABLE", "maybe");
+  test::ScopedEnv b("TESSERA_SPLIT_SHARE", "7");
+  EXPECT_EQ(envValidateAll(), tsrInvalidArgument);
+  EXPECT_NE(std::string(lastErrorMessage()).find("TESSERA_NVML_DISABLE"), std::string::npos)
+      << lastErrorMessage();
+}
+
+TEST(Log, EmptyVariablesMeanTheDefaults) {
+  test::ScopedEnv level("TESSERA_DEBUG", "");
+  test::ScopedEnv subsys("TESSERA_DEBUG_SUBSYS", "");
+  LogConfig c = logConfigFromEnv();
+  EXPECT_EQ(c.level, LogLevel::kWarn);
+  EXPECT_NE(c.subsysMask & static_cast<uint32_t>(Subsys::kInit), 0u);
+  EXPECT_EQ(envValidateAll(), tsrSuccess);
+}
+
 TEST(EnvRegistry, ReadingAnUnregisteredNameIsAnInternalError) {
   int64_t v;
   EXPECT_EQ(envInt("TESSERA_NOT_A_VARIABLE", &v), tsrInternalError);
