@@ -7,7 +7,7 @@ BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 JOBS="${JOBS:-$(nproc 2>/dev/null || echo 2)}"
 
 tessera_setup() {
-  if [[ "${TESSERA_SKIP_SETUP:-0}" != "1" ]]; then
+  if [[ "${SKIP_SETUP:-0}" != "1" ]]; then
     "$ROOT/scripts/setup.sh"
   fi
 }

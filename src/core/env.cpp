@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
 
 extern char** environ;
 
@@ -171,8 +173,15 @@ Result envValidateAll() {
     const char* eq = std::strchr(*e, '=');
     if (eq == nullptr) continue;
     std::string name(*e, static_cast<size_t>(eq - *e));
-    if (envFind(name.c_str()) == nullptr)
-      TSR_WARN("%s is set but tessera has no such variable (see tessera_info --env)", name.c_str());
+    if (envFind(name.c_str()) == nullptr) {
+      // Once per name and process: every init validates, but one warning is enough.
+      static std::mutex mutex;
+      static std::set<std::string> warned;
+      std::lock_guard<std::mutex> lock(mutex);
+      if (warned.insert(name).second)
+        TSR_WARN("%s is set but tessera has no such variable (see tessera_info --env)",
+                 name.c_str());
+    }
   }
   for (const EnvVarInfo& info : envRegistry()) {
     if (envRaw(info.name) == nullptr) continue;
