@@ -44,32 +44,33 @@ tsrComm_t handleRegister(std::unique_ptr<Communicator> comm) {
   return reinterpret_cast<tsrComm_t>(static_cast<uintptr_t>((id << kShift) | kTag));
 }
 
-Result handleLookup(tsrComm_t h, const char* api, std::shared_ptr<Communicator>* out) {
-  uint64_t id = 0;
-  TSR_CHECK(decode(h, api, &id));
-  Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mutex);
-  auto it = t.live.find(id);
-  if (it == t.live.end()) {
-    return TSR_FAIL(tsrInvalidUsage, "%s: communicator %p was destroyed (or never created)", api,
-                    static_cast<void*>(h));
-  }
-  *out = it->second;
-  return tsrSuccess;
-}
-
-Result handleRemove(tsrComm_t h, const char* api, std::shared_ptr<Communicator>* out) {
+namespace {
+// The communicator behind `h`; with `take`, also removes it from the table.
+Result find(tsrComm_t h, const char* api, bool take, std::shared_ptr<Communicator>* out) {
   uint64_t id = 0;
   TSR_CHECK(decode(h, api, &id));
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mutex);
   auto it = t.live.find(id);
   if (it == t.live.end())
-    return TSR_FAIL(tsrInvalidUsage, "%s: communicator %p was already destroyed (or never created)",
-                    api, static_cast<void*>(h));
+    return TSR_FAIL(tsrInvalidUsage, "%s: communicator %p was %sdestroyed (or never created)", api,
+                    static_cast<void*>(h), take ? "already " : "");
+  if (!take) {
+    *out = it->second;
+    return tsrSuccess;
+  }
   *out = std::move(it->second);
   t.live.erase(it);
   return tsrSuccess;
+}
+}  // namespace
+
+Result handleLookup(tsrComm_t h, const char* api, std::shared_ptr<Communicator>* out) {
+  return find(h, api, /*take=*/false, out);
+}
+
+Result handleRemove(tsrComm_t h, const char* api, std::shared_ptr<Communicator>* out) {
+  return find(h, api, /*take=*/true, out);
 }
 
 }  // namespace tessera
