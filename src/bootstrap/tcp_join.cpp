@@ -12,6 +12,7 @@
 #include "bootstrap/tcp_bootstrap.hpp"
 #include "bootstrap/tcp_root.hpp"
 #include "bootstrap/unique_id.hpp"
+#include "core/hash.hpp"
 #include "tessera/version.h"
 
 namespace tessera {
@@ -89,7 +90,7 @@ Result createUniqueId(tsrUniqueId* id) {
   TSR_CHECK(pickBootstrapAddress(&address, &ifname));
   UniqueIdContents contents;
   contents.version = TESSERA_VERSION_CODE;
-  contents.nonce = randomNonce();
+  contents.nonce = randomNonce64();
   // The root waits for its first rank as long as a rank would wait for it.
   double idle = 0;
   TSR_CHECK(resolveBootstrapTimeout(BootstrapOptions{}, &idle));

@@ -2,7 +2,8 @@
 
 #include <bit>
 #include <cstring>
-#include <random>
+
+#include "core/hash.hpp"
 
 namespace tessera {
 namespace {
@@ -29,23 +30,6 @@ void store(char* p, T v) {
 }
 }  // namespace
 
-uint64_t checksum64(const void* data, size_t bytes) {
-  const uint8_t* p = static_cast<const uint8_t*>(data);
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < bytes; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
-uint64_t randomNonce() {
-  std::random_device rd;
-  uint64_t v = 0;
-  while (v == 0) v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  return v;
-}
-
 void encodeUniqueId(const UniqueIdContents& c, tsrUniqueId* id) {
   std::memset(id->internal, 0, sizeof(id->internal));
   store<uint32_t>(id->internal + kOffMagic, kUniqueIdMagic);
@@ -53,7 +37,7 @@ void encodeUniqueId(const UniqueIdContents& c, tsrUniqueId* id) {
   store<uint32_t>(id->internal + kOffVersion, c.version);
   store<uint64_t>(id->internal + kOffNonce, c.nonce);
   encodeAddress(c.root, reinterpret_cast<uint8_t*>(id->internal + kOffAddress));
-  store<uint64_t>(id->internal + kOffChecksum, checksum64(id->internal, kOffChecksum));
+  store<uint64_t>(id->internal + kOffChecksum, fnv1a64(id->internal, kOffChecksum));
 }
 
 Result decodeUniqueId(const tsrUniqueId& id, UniqueIdContents* c) {
@@ -64,7 +48,7 @@ Result decodeUniqueId(const tsrUniqueId& id, UniqueIdContents* c) {
   if (load<uint32_t>(p + kOffMagic) != kUniqueIdMagic)
     return TSR_FAIL(tsrInvalidArgument, "%s: its magic number is 0x%08x instead of 0x%08x", kWhat,
                     load<uint32_t>(p + kOffMagic), kUniqueIdMagic);
-  if (load<uint64_t>(p + kOffChecksum) != checksum64(p, kOffChecksum))
+  if (load<uint64_t>(p + kOffChecksum) != fnv1a64(p, kOffChecksum))
     return TSR_FAIL(tsrInvalidArgument, "%s: its checksum does not match its contents", kWhat);
   uint16_t format = load<uint16_t>(p + kOffFormat);
   if (format != kUniqueIdFormat)

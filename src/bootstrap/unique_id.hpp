@@ -28,9 +28,4 @@ void encodeUniqueId(const UniqueIdContents& contents, tsrUniqueId* id);
 // checksum, format or address.
 Result decodeUniqueId(const tsrUniqueId& id, UniqueIdContents* contents);
 
-// A random 64-bit value, never 0.
-uint64_t randomNonce();
-// FNV-1a, 64 bits.
-uint64_t checksum64(const void* data, size_t bytes);
-
 }  // namespace tessera

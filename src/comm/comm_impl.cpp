@@ -7,16 +7,12 @@
 
 #include "core/cuda_driver.hpp"
 #include "core/datatype.hpp"
+#include "core/hash.hpp"
 
 namespace tessera {
 namespace {
 constexpr Subsys kLogSubsys = Subsys::kInit;
 
-uint64_t fnv1a(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
 }  // namespace
 
 const char* commStateName(CommImpl::State s) {
@@ -145,7 +141,7 @@ Result CommImpl::initCollective(const BootstrapFactory& makeBootstrap) {
   for (int p = 0; p < me; ++p)
     if (locality(mine, placements_[static_cast<size_t>(p)]) != Locality::kOtherHost) ++localRank_;
   // Same on every rank: identifies this communicator in logs.
-  commHash_ = fnv1a(placements_.data(), placements_.size() * sizeof(RankPlacement));
+  commHash_ = fnv1a64(placements_.data(), placements_.size() * sizeof(RankPlacement));
 
   // Ready only if abort() did not come first (abort() moves kInitializing to kAborted).
   State expected = State::kInitializing;

@@ -2,27 +2,17 @@
 
 #include <unistd.h>
 
-#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <mutex>
-#include <random>
 
 #include "core/env.hpp"
+#include "core/hash.hpp"
 #include "topology/pci_bus_id.hpp"
 
 namespace tessera {
 namespace {
 constexpr Subsys kLogSubsys = Subsys::kTopo;
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 std::string readBootId() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");
@@ -39,11 +29,7 @@ uint64_t processNonce() {
   std::lock_guard<std::mutex> lock(mu);
   pid_t pid = getpid();
   if (pid != owner || nonce == 0) {
-    std::random_device rd;
-    uint64_t r = (static_cast<uint64_t>(rd()) << 32) ^ rd();
-    r ^= static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    r ^= static_cast<uint64_t>(pid) << 17;
-    nonce = r == 0 ? 1 : r;
+    nonce = randomNonce64();
     owner = pid;
   }
   return nonce;
@@ -86,7 +72,7 @@ Result localPlacement(int cudaDevice, const char* busId, RankPlacement* out) {
   std::memset(&p, 0, sizeof(p));
   std::string host;
   TSR_CHECK(hostId(&host));
-  p.hostHash = fnv1a(host);
+  p.hostHash = fnv1a64(host.data(), host.size());
   copyTruncated(p.hostId, sizeof(p.hostId), host);
   p.processNonce = processNonce();
   p.pid = static_cast<int32_t>(getpid());

@@ -9,23 +9,15 @@
 
 #include "bootstrap/mpi_bootstrap.hpp"
 #include "bootstrap/tcp_bootstrap.hpp"
+#include "mpi/mpi_test_util.hpp"
 
 namespace tessera {
 namespace {
 
 constexpr double kTimeout = 30;
 
-int worldRank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-int worldSize() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
+using test::worldRank;
+using test::worldSize;
 
 std::vector<uint8_t> pattern(int rank, int round, size_t bytes) {
   std::vector<uint8_t> v(bytes);

@@ -11,22 +11,15 @@
 
 #include "comm/comm_impl.hpp"
 #include "comm/handles.hpp"
+#include "mpi/mpi_test_util.hpp"
 #include "support/harness.hpp"
 #include "tessera/tessera.h"
 #include "tessera/tessera_mpi.h"
 
 namespace {
 
-int worldRank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int worldSize() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
+using tessera::test::worldRank;
+using tessera::test::worldSize;
 
 tessera::CommImpl* implOf(tsrComm_t comm) {
   std::shared_ptr<tessera::Communicator> c;

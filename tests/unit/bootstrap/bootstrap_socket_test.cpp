@@ -9,6 +9,7 @@
 #include "bootstrap/tcp_bootstrap.hpp"
 #include "bootstrap/unique_id.hpp"
 #include "bootstrap_test_util.hpp"
+#include "core/hash.hpp"
 #include "support/harness.hpp"
 
 namespace tessera::test {
@@ -116,7 +117,7 @@ TEST(BootstrapSocket, UniqueIdRoundTripsAndChecksItsFormat) {
 
   // A later format, correctly checksummed, is refused with its own sentence.
   id.internal[4] = 2;
-  uint64_t sum = checksum64(id.internal, TSR_UNIQUE_ID_BYTES - 8);
+  uint64_t sum = fnv1a64(id.internal, TSR_UNIQUE_ID_BYTES - 8);
   std::memcpy(id.internal + TSR_UNIQUE_ID_BYTES - 8, &sum, sizeof(sum));
   EXPECT_EQ(decodeUniqueId(id, &back), tsrInvalidArgument);
   EXPECT_TRUE(contains(lastErrorMessage(), "format 2")) << lastErrorMessage();
