@@ -72,7 +72,7 @@ endif()
 tessera_require(UCX TESSERA_HAVE_UCX)
 if(TESSERA_HAVE_UCX)
   tessera_dep_note(UCX "${UCX_VERSION}"
-    "found; nothing uses it yet (the ucx transport is not built in this version)")
+    "the ucx transport (UCP one-sided RMA with a progress thread)")
 else()
   tessera_dep_note(UCX "" "the ucx transport (inter-host RDMA) will be unavailable")
 endif()

@@ -1,5 +1,7 @@
 // Every TESSERA_* variable tessera reads. Add a row here before reading a new one:
 // `tessera_info --env` prints this table, and envValidateAll() checks values against it.
+#include <strings.h>
+
 #include <cstring>
 
 #include "core/env.hpp"
@@ -31,6 +33,22 @@ bool validHostId(const char* v, std::string* why) {
     return false;
   }
   return true;
+}
+
+bool validTransport(const char* v, std::string* why) {
+  static const char* const kNames[] = {"inproc", "shm", "ucx", "cuda_ipc", "p2p"};
+  for (const char* n : kNames)
+    if (strcasecmp(v, n) == 0) return true;
+  *why = "expected inproc, shm, ucx, cuda_ipc or p2p";
+  return false;
+}
+
+bool validP2pLevel(const char* v, std::string* why) {
+  static const char* const kNames[] = {"LOC", "NVL", "PIX", "PXB", "PHB", "SYS"};
+  for (const char* n : kNames)
+    if (strcasecmp(v, n) == 0) return true;
+  *why = "expected LOC, NVL, PIX, PXB, PHB or SYS";
+  return false;
 }
 
 constexpr EnvVarInfo kRegistry[] = {
@@ -79,6 +97,18 @@ constexpr EnvVarInfo kRegistry[] = {
      "default of tsrConfig_t.maxCTAs, the most CTAs a GPU collective uses (stored and validated; "
      "the device executor is not built yet)",
      nullptr, 1, 64, nullptr},
+    {"TESSERA_TRANSPORT", EnvType::kString, "",
+     "forces one transport for every peer: inproc, shm, ucx, cuda_ipc or p2p (default: chosen per "
+     "pair of ranks from where they run); a peer the forced transport cannot reach is an error",
+     nullptr, 0, 0, validTransport},
+    {"TESSERA_P2P_LEVEL", EnvType::kString, "SYS",
+     "the farthest GPU path (NCCL's LOC, NVL, PIX, PXB, PHB or SYS) over which GPUs of one host "
+     "use p2p or cuda_ipc; GPUs farther apart go through host memory (ucx)",
+     nullptr, 0, 0, validP2pLevel},
+    {"TESSERA_TRANSPORT_TIMEOUT", EnvType::kDouble, "300",
+     "seconds a transport wait (semaphore, flush, proxy FIFO, connection setup) may take before "
+     "it fails with tsrTimeout naming rank, peer and operation",
+     nullptr, 0.001, 1e7, nullptr},
 };
 
 }  // namespace

@@ -1,12 +1,5 @@
-// Qualifiers for code shared by host and device (see DESIGN.md, "One algorithm, two executors").
+// Qualifiers for code shared by host and device. They are public (user kernels use the device
+// handles), so the definition lives with the public device headers.
 #pragma once
 
-#if defined(__CUDACC__) || defined(__HIPCC__)
-#define TSR_HOST_DEVICE __host__ __device__
-#define TSR_DEVICE __device__
-#else
-#define TSR_HOST_DEVICE
-#define TSR_DEVICE
-#endif
-
-#define TSR_INLINE TSR_HOST_DEVICE inline
+#include "tessera/device/host_device.hpp"

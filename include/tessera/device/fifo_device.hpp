@@ -1,0 +1,68 @@
+// Device handle of a proxy FIFO: kernels (or host threads) push triggers, a proxy thread on the
+// host pops them and carries them out on a Connection (DESIGN.md, "port channel").
+//
+// The ring lives in memory both sides reach (pinned host memory for a GPU producer). A producer
+// claims a slot by incrementing `head`, waits until the slot is free (tail + size > slot), fills
+// the slot and publishes it by storing its nonzero `control` word last, with release. The proxy
+// takes slots strictly in order: it acquires `control`, copies the trigger, clears `control`,
+// carries it out, then advances `tail` with release. A producer that needs completion (flush)
+// waits for tail > its slot. An error of the proxy is written to `error` (a tsrResult_t) and
+// every later push or sync reports it.
+#pragma once
+
+#include <stdint.h>
+
+#include "tessera/device/atomics.hpp"
+
+namespace tessera::device {
+
+enum TriggerOp : uint32_t {
+  kTriggerPut = 1u << 0,     // local[srcOffset, +bytes) -> remote[dstOffset, +bytes)
+  kTriggerSignal = 1u << 1,  // add one to the peer's semaphore, ordered after earlier puts
+  kTriggerFlush = 1u << 2,   // complete everything before it (remote visibility) before tail moves
+};
+
+struct alignas(32) ProxyTrigger {
+  uint64_t dstOffset;
+  uint64_t srcOffset;
+  uint64_t bytes;
+  uint64_t control;  // (op << 32) | channel id; 0 while the slot is empty
+};
+
+inline constexpr uint64_t kFifoFailed = ~0ull;
+
+struct FifoDeviceHandle {
+  ProxyTrigger* triggers;
+  uint64_t* head;   // slots claimed by producers
+  uint64_t* tail;   // slots the proxy has finished
+  uint64_t* error;  // 0, or the tsrResult_t of the proxy's first failure
+  uint32_t size;    // slots in the ring
+  uint64_t timeoutNs;
+
+  // Returns the slot, or kFifoFailed when the proxy has failed or the ring stayed full for
+  // timeoutNs (the ring is then unusable: the claimed slot is never filled).
+  TSR_INLINE uint64_t push(uint32_t op, uint32_t channel, uint64_t dstOffset, uint64_t srcOffset,
+                           uint64_t bytes) const {
+    if (loadAcquire(error) != 0) return kFifoFailed;
+    uint64_t slot = fetchAddRelaxed(head, 1);
+    if (slot >= size && !waitAtLeast(tail, slot - size + 1, timeoutNs)) {
+      storeRelease(error, 8 /* tsrTimeout */);
+      return kFifoFailed;
+    }
+    ProxyTrigger* t = &triggers[slot % size];
+    t->dstOffset = dstOffset;
+    t->srcOffset = srcOffset;
+    t->bytes = bytes;
+    storeRelease(&t->control, (static_cast<uint64_t>(op) << 32) | channel);
+    return slot;
+  }
+
+  // Waits until the proxy has carried out `slot` and everything before it.
+  TSR_INLINE bool sync(uint64_t slot) const {
+    if (slot == kFifoFailed) return false;
+    if (!waitAtLeast(tail, slot + 1, timeoutNs)) return false;
+    return loadAcquire(error) == 0;
+  }
+};
+
+}  // namespace tessera::device

@@ -1,0 +1,172 @@
+#include "transport_test_util.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "bootstrap/inproc_bootstrap.hpp"
+#include "bootstrap/tcp_bootstrap.hpp"
+#include "bootstrap/unique_id.hpp"
+#include "support/harness.hpp"
+
+namespace tessera::test {
+
+const char* rankModeName(RankMode mode) {
+  return mode == RankMode::kThreads ? "threads" : "processes";
+}
+
+namespace {
+
+std::string runOne(Bootstrap& b, const RankBody& body, const RankOptions& options) {
+  TransportContextOptions o;
+  o.bootstrap = &b;
+  o.cudaDevice = options.cudaDevice;
+  o.timeoutSeconds = options.timeoutSeconds;
+  std::unique_ptr<TransportContext> ctx;
+  Result r = TransportContext::create(o, &ctx);
+  if (r != tsrSuccess)
+    return std::string("TransportContext::create: ") + resultName(r) + ": " + lastErrorMessage();
+  std::string out;
+  try {
+    out = body(*ctx);
+  } catch (const std::exception& e) {
+    out = std::string("exception: ") + e.what();
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> runTransportRanks(RankMode mode, int nranks, const RankBody& body,
+                                           const RankOptions& options) {
+  std::vector<std::string> results(static_cast<size_t>(nranks));
+  BootstrapOptions bo;
+  bo.timeoutSeconds = options.timeoutSeconds;
+  if (mode == RankMode::kThreads) {
+    std::shared_ptr<InprocGroup> group;
+    if (InprocBootstrap::createGroup(nranks, bo, &group) != tsrSuccess) {
+      results.assign(results.size(), std::string("createGroup: ") + lastErrorMessage());
+      return results;
+    }
+    runRanks(
+        nranks,
+        [&](int rank) {
+          std::unique_ptr<Bootstrap> b;
+          if (group->join(rank, &b) != tsrSuccess) {
+            results[static_cast<size_t>(rank)] = std::string("join: ") + lastErrorMessage();
+            return;
+          }
+          results[static_cast<size_t>(rank)] = runOne(*b, body, options);
+        },
+        options.runSeconds);
+    return results;
+  }
+
+  // Processes: each child writes its sentence into a shared page; the exit code says whether
+  // it got there.
+  ScopedEnv ifname("TESSERA_SOCKET_IFNAME", "lo");
+  tsrUniqueId id{};
+  if (createUniqueId(&id) != tsrSuccess) {
+    results.assign(results.size(), std::string("createUniqueId: ") + lastErrorMessage());
+    return results;
+  }
+  constexpr size_t kSlot = 4096;
+  size_t bytes = kSlot * static_cast<size_t>(nranks);
+  void* shared = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) {
+    results.assign(results.size(), "mmap for results failed");
+    return results;
+  }
+  std::memset(shared, 0, bytes);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < nranks; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      std::string out;
+      std::unique_ptr<Bootstrap> b;
+      if (TcpBootstrap::create(id, r, nranks, bo, &b) != tsrSuccess)
+        out = std::string("TcpBootstrap::create: ") + lastErrorMessage();
+      else
+        out = runOne(*b, body, options);
+      if (out.empty()) out = "ok";
+      std::strncpy(static_cast<char*>(shared) + kSlot * static_cast<size_t>(r), out.c_str(),
+                   kSlot - 1);
+      b.reset();
+      std::fflush(stderr);
+      _exit(0);
+    }
+    pids.push_back(pid);
+  }
+  auto start = std::chrono::steady_clock::now();
+  std::vector<int> status(pids.size(), -1);
+  size_t left = pids.size();
+  while (left > 0) {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (status[i] != -1 || pids[i] <= 0) continue;
+      int st = 0;
+      if (waitpid(pids[i], &st, WNOHANG) == pids[i]) {
+        status[i] = st;
+        --left;
+      }
+    }
+    double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (left > 0 && elapsed > options.runSeconds) {
+      for (size_t i = 0; i < pids.size(); ++i)
+        if (status[i] == -1 && pids[i] > 0) kill(pids[i], SIGKILL);
+    }
+    if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (size_t i = 0; i < pids.size(); ++i) {
+    const char* text = static_cast<const char*>(shared) + kSlot * i;
+    if (pids[i] <= 0) {
+      results[i] = "fork failed";
+    } else if (WIFSIGNALED(status[i])) {
+      results[i] = strprintf("killed by signal %d%s", WTERMSIG(status[i]),
+                             text[0] ? (std::string(" after: ") + text).c_str() : "");
+    } else if (std::strcmp(text, "ok") == 0) {
+      results[i] = "";
+    } else {
+      results[i] = text[0] ? text : "exited without a result";
+    }
+  }
+  munmap(shared, bytes);
+  return results;
+}
+
+void expectAllRanksOk(const std::vector<std::string>& results) {
+  for (size_t r = 0; r < results.size(); ++r)
+    EXPECT_EQ(results[r], "") << "rank " << r << " of " << results.size();
+}
+
+Result connectAll(TransportContext& ctx, std::vector<std::shared_ptr<Connection>>* out) {
+  out->assign(static_cast<size_t>(ctx.nranks()), nullptr);
+  // Bootstrap sends never wait for the receiver, so every rank may go through its peers in
+  // rank order.
+  for (int p = 0; p < ctx.nranks(); ++p) {
+    if (p == ctx.rank()) continue;
+    TSR_CHECK(ctx.connect(p, &(*out)[static_cast<size_t>(p)]));
+  }
+  return tsrSuccess;
+}
+
+std::vector<std::string> tesseraShmEntries() {
+  std::vector<std::string> out;
+  DIR* d = opendir("/dev/shm");
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d))
+    if (std::strstr(e->d_name, "tessera") != nullptr) out.push_back(e->d_name);
+  closedir(d);
+  return out;
+}
+
+}  // namespace tessera::test

@@ -1,0 +1,194 @@
+#include "transport/connection.hpp"
+
+#include <atomic>
+#include <cstring>
+
+#include "transport/context_state.hpp"
+
+namespace tessera {
+namespace {
+constexpr Subsys kLogSubsys = Subsys::kTransport;
+
+bool hostAccessible(MemoryKind kind) { return kind != MemoryKind::kCuda; }
+}  // namespace
+
+Connection::Connection(std::shared_ptr<ContextState> context, int peer, TransportKind kind)
+    : context_(std::move(context)), peer_(peer), kind_(kind) {}
+
+int Connection::rank() const { return context_->rank; }
+
+Result Connection::fail(Result code, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  std::string what = vstrprintf(fmt, ap);
+  va_end(ap);
+  return TSR_FAIL(code, "%s connection rank %d -> peer %d: %s", transportName(kind_),
+                  context_->rank, peer_, what.c_str());
+}
+
+Result Connection::checkAlive(const char* op) const {
+  if (context_->aborted.load(std::memory_order_acquire))
+    return const_cast<Connection*>(this)->fail(tsrRemoteError,
+                                               "%s after the communicator was aborted", op);
+  if (!context_->alive.load(std::memory_order_acquire))
+    return const_cast<Connection*>(this)->fail(
+        tsrInvalidArgument, "%s on a connection of a destroyed communicator", op);
+  return tsrSuccess;
+}
+
+Result Connection::checkRemote(const RemoteMemory& m, const char* op) const {
+  auto* self = const_cast<Connection*>(this);
+  if (m.importer() != this)
+    return self->fail(tsrInvalidArgument,
+                      "%s names memory %u of rank %d that was not imported through this "
+                      "connection",
+                      op, m.id(), m.ownerRank());
+  return tsrSuccess;
+}
+
+Result Connection::checkLocal(const Memory& m, const char* op) const {
+  if (m.context() != context_)
+    return const_cast<Connection*>(this)->fail(
+        tsrInvalidArgument, "%s names memory %u that was registered with another communicator", op,
+        m.id());
+  return tsrSuccess;
+}
+
+Result Connection::importMemory(const std::string& blob, std::shared_ptr<RemoteMemory>* out) {
+  TSR_CHECK(checkAlive("importMemory"));
+  MemoryBlobHeader header;
+  std::string section, whyNot;
+  Result r = parseMemoryBlob(blob, kind_, &header, &section, &whyNot);
+  if (r != tsrSuccess) return addContext(r, "rank %d importing from peer %d: ", rank(), peer_);
+  if (header.contextId != context_->contextId)
+    return fail(tsrInvalidArgument,
+                "memory blob belongs to another communicator (context %016llx, this one is "
+                "%016llx)",
+                static_cast<unsigned long long>(header.contextId),
+                static_cast<unsigned long long>(context_->contextId));
+  if (header.ownerRank != peer_)
+    return fail(tsrInvalidArgument, "memory blob was made by rank %d, not by this peer",
+                header.ownerRank);
+  if (section.empty())
+    return fail(tsrInvalidArgument, "memory %u (%s, %llu bytes) cannot be imported: %s",
+                header.memoryId, memoryKindName(header.kind),
+                static_cast<unsigned long long>(header.size), whyNot.c_str());
+  void* mapped = nullptr;
+  std::unique_ptr<RemoteMapping> mapping;
+  TSR_CHECK(doImport(header, section, &mapped, &mapping));
+  *out = std::make_shared<RemoteMemory>(header, mapped, std::move(mapping), this);
+  return tsrSuccess;
+}
+
+Result Connection::put(const RemoteMemory& dst, size_t dstOffset, const Memory& src,
+                       size_t srcOffset, size_t bytes) {
+  TSR_CHECK(checkAlive("put"));
+  TSR_CHECK(checkRemote(dst, "put"));
+  TSR_CHECK(checkLocal(src, "put"));
+  if (!dst.contains(dstOffset, bytes))
+    return fail(tsrInvalidArgument,
+                "put of %zu bytes at offset %zu does not fit the peer's memory %u of %zu bytes",
+                bytes, dstOffset, dst.id(), dst.size());
+  if (!src.contains(srcOffset, bytes))
+    return fail(tsrInvalidArgument,
+                "put of %zu bytes from offset %zu does not fit local memory %u of %zu bytes", bytes,
+                srcOffset, src.id(), src.size());
+  if (bytes == 0) return tsrSuccess;
+  return doPut(dst, dstOffset, src, srcOffset, bytes);
+}
+
+Result Connection::put(const RemoteMemory& dst, size_t dstOffset, const void* src, size_t bytes) {
+  TSR_CHECK(checkAlive("put"));
+  if (src == nullptr) return fail(tsrInvalidArgument, "put from a null source pointer");
+  std::shared_ptr<Memory> mem;
+  {
+    std::lock_guard<std::mutex> lock(context_->memoryMutex);
+    auto p = reinterpret_cast<uintptr_t>(src);
+    for (const auto& weak : context_->memories) {
+      auto m = weak.lock();
+      if (!m) continue;
+      auto base = reinterpret_cast<uintptr_t>(m->data());
+      if (p >= base && p - base <= m->size() && bytes <= m->size() - (p - base)) {
+        mem = std::move(m);
+        break;
+      }
+    }
+  }
+  if (!mem)
+    return fail(tsrInvalidArgument,
+                "put source %p (+%zu bytes) lies in no memory registered with this communicator",
+                src, bytes);
+  return put(dst, dstOffset, *mem,
+             reinterpret_cast<uintptr_t>(src) - reinterpret_cast<uintptr_t>(mem->data()), bytes);
+}
+
+Result Connection::get(const Memory& dst, size_t dstOffset, const RemoteMemory& src,
+                       size_t srcOffset, size_t bytes) {
+  TSR_CHECK(checkAlive("get"));
+  TSR_CHECK(checkRemote(src, "get"));
+  TSR_CHECK(checkLocal(dst, "get"));
+  if (!src.contains(srcOffset, bytes))
+    return fail(tsrInvalidArgument,
+                "get of %zu bytes at offset %zu does not fit the peer's memory %u of %zu bytes",
+                bytes, srcOffset, src.id(), src.size());
+  if (!dst.contains(dstOffset, bytes))
+    return fail(tsrInvalidArgument,
+                "get of %zu bytes into offset %zu does not fit local memory %u of %zu bytes", bytes,
+                dstOffset, dst.id(), dst.size());
+  if (bytes == 0) return tsrSuccess;
+  return doGet(dst, dstOffset, src, srcOffset, bytes);
+}
+
+Result Connection::atomicAdd(const RemoteMemory& dst, size_t offset, uint64_t value) {
+  TSR_CHECK(checkAlive("atomicAdd"));
+  TSR_CHECK(checkRemote(dst, "atomicAdd"));
+  if (!dst.contains(offset, 8) || (dst.remoteAddress() + offset) % 8 != 0)
+    return fail(tsrInvalidArgument,
+                "atomicAdd at offset %zu of the peer's memory %u (%zu bytes) is out of range or "
+                "not 8-byte aligned",
+                offset, dst.id(), dst.size());
+  return doAtomicAdd(dst, offset, value);
+}
+
+Result Connection::flush() {
+  TSR_CHECK(checkAlive("flush"));
+  return doFlush(Deadline::after(context_->timeoutSeconds));
+}
+
+// ---- HostMappedConnection ------------------------------------------------------------------
+
+Result HostMappedConnection::doPut(const RemoteMemory& dst, size_t dstOffset, const Memory& src,
+                                   size_t srcOffset, size_t bytes) {
+  if (!hostAccessible(dst.kind()) || !hostAccessible(src.kind()))
+    return fail(tsrInvalidUsage, "put between %s and %s memory needs a GPU transport",
+                memoryKindName(src.kind()), memoryKindName(dst.kind()));
+  std::memcpy(static_cast<char*>(dst.mapped()) + dstOffset,
+              static_cast<const char*>(src.data()) + srcOffset, bytes);
+  return tsrSuccess;
+}
+
+Result HostMappedConnection::doGet(const Memory& dst, size_t dstOffset, const RemoteMemory& src,
+                                   size_t srcOffset, size_t bytes) {
+  if (!hostAccessible(dst.kind()) || !hostAccessible(src.kind()))
+    return fail(tsrInvalidUsage, "get between %s and %s memory needs a GPU transport",
+                memoryKindName(src.kind()), memoryKindName(dst.kind()));
+  std::memcpy(static_cast<char*>(dst.data()) + dstOffset,
+              static_cast<const char*>(src.mapped()) + srcOffset, bytes);
+  return tsrSuccess;
+}
+
+Result HostMappedConnection::doAtomicAdd(const RemoteMemory& dst, size_t offset, uint64_t value) {
+  if (!hostAccessible(dst.kind()))
+    return fail(tsrInvalidUsage, "atomicAdd on cuda memory needs a GPU transport");
+  auto* word = reinterpret_cast<uint64_t*>(static_cast<char*>(dst.mapped()) + offset);
+  __atomic_fetch_add(word, value, __ATOMIC_RELEASE);
+  return tsrSuccess;
+}
+
+Result HostMappedConnection::doFlush(const Deadline&) {
+  // Stores to a shared mapping are complete once issued; the fence orders them for any reader.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return tsrSuccess;
+}
+
+}  // namespace tessera

@@ -1,0 +1,445 @@
+#include "transport/context.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "core/cuda_driver.hpp"
+#include "core/env.hpp"
+#include "core/hash.hpp"
+#include "topology/rank_path.hpp"
+#include "transport/channel.hpp"
+#include "transport/cuda_ipc/cuda_memory.hpp"
+#include "transport/proxy.hpp"
+#include "transport/select.hpp"
+#include "transport/semaphore.hpp"
+#include "transport/transport.hpp"
+
+namespace tessera {
+namespace {
+constexpr Subsys kLogSubsys = Subsys::kTransport;
+
+enum TagPurpose { kTagConnect = 0, kTagMemory = 1, kTagSemaphore = 2 };
+constexpr int kMaxUserTag = (1 << 23) - 1;
+
+struct ConnectHello {
+  uint32_t magic;
+  uint8_t kind;
+  uint8_t reserved[3];
+  uint64_t contextId;
+  uint64_t endpointBytes;
+};
+constexpr uint32_t kHelloMagic = 0x54534331;  // "TSC1"
+constexpr uint64_t kMaxEndpointBytes = 1 << 20;
+
+// A host allocation that other processes can map: a memfd, so no name is ever created in
+// /dev/shm and the kernel frees it when the last process that mapped it is gone.
+Result allocateMemfd(size_t bytes, void** ptr, int* fd, size_t* mapped) {
+  size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  size_t len = (bytes + page - 1) / page * page;
+  int f = memfd_create("tessera", MFD_CLOEXEC);
+  if (f < 0)
+    return TSR_FAIL(tsrSystemError, "memfd_create for %zu bytes failed: %s", bytes,
+                    std::strerror(errno));
+  if (ftruncate(f, static_cast<off_t>(len)) != 0) {
+    int e = errno;
+    close(f);
+    return TSR_FAIL(tsrSystemError, "ftruncate of a %zu-byte memfd failed: %s", len,
+                    std::strerror(e));
+  }
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, f, 0);
+  if (p == MAP_FAILED) {
+    int e = errno;
+    close(f);
+    return TSR_FAIL(tsrSystemError, "mmap of a %zu-byte memfd failed: %s", len, std::strerror(e));
+  }
+  *ptr = p;
+  *fd = f;
+  *mapped = len;
+  return tsrSuccess;
+}
+
+int tagOf(int tag, TagPurpose purpose) { return kTransportTagBase + (tag << 4) + purpose; }
+
+}  // namespace
+
+Result TransportContext::create(const TransportContextOptions& options,
+                                std::unique_ptr<TransportContext>* out) {
+  if (options.bootstrap == nullptr)
+    return TSR_FAIL(tsrInvalidArgument, "TransportContext::create needs a bootstrap");
+  Bootstrap& b = *options.bootstrap;
+  auto state = std::make_shared<ContextState>();
+  state->rank = b.rank();
+  state->nranks = b.nranks();
+  state->cudaDevice = options.cudaDevice;
+  state->timeoutSeconds = options.timeoutSeconds;
+  if (state->timeoutSeconds <= 0)
+    TSR_CHECK(envDouble("TESSERA_TRANSPORT_TIMEOUT", &state->timeoutSeconds));
+  SelectInput probe;
+  TSR_CHECK(readSelectEnv(&probe));  // a bad TESSERA_TRANSPORT fails here, before any exchange
+
+  if (!options.placements.empty()) {
+    if (options.placements.size() != static_cast<size_t>(state->nranks))
+      return TSR_FAIL(tsrInvalidArgument,
+                      "TransportContext::create got %zu placements for %d ranks",
+                      options.placements.size(), state->nranks);
+    state->placements = options.placements;
+  } else {
+    std::string busId;
+    if (options.cudaDevice >= 0) {
+      CudaDeviceInfo info;
+      TSR_CHECK(cudaGetDeviceInfo(options.cudaDevice, &info));
+      busId = info.busId;
+    }
+    state->placements.resize(static_cast<size_t>(state->nranks));
+    TSR_CHECK(localPlacement(options.cudaDevice, busId.c_str(),
+                             &state->placements[static_cast<size_t>(state->rank)]));
+    TSR_CHECK(b.allGather(state->placements.data(), sizeof(RankPlacement)));
+  }
+  // One random id per context, from rank 0: blobs of another communicator are told apart.
+  uint64_t id = state->rank == 0 ? (randomNonce64() | 1) : 0;
+  TSR_CHECK(b.broadcast(&id, sizeof id, 0));
+  state->contextId = id;
+
+  std::unique_ptr<TransportContext> ctx(new TransportContext());
+  ctx->state_ = std::move(state);
+  ctx->bootstrap_ = options.bootstrap;
+  ctx->pathClass_ = options.pathClass;
+  *out = std::move(ctx);
+  return tsrSuccess;
+}
+
+TransportContext::~TransportContext() {
+  proxy_.reset();
+  state_->alive.store(false, std::memory_order_release);
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& t : transports_) t.reset();
+}
+
+void TransportContext::abort() { state_->aborted.store(true, std::memory_order_release); }
+
+Result TransportContext::transport(TransportKind kind, Transport** out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& slot = transports_[static_cast<size_t>(kind)];
+  if (!slot) {
+    std::unique_ptr<Transport> t;
+    switch (kind) {
+      case TransportKind::kInproc: TSR_CHECK(makeInprocTransport(state_, &t)); break;
+      case TransportKind::kShm: TSR_CHECK(makeShmTransport(state_, &t)); break;
+      case TransportKind::kUcx: TSR_CHECK(makeUcxTransport(state_, &t)); break;
+      case TransportKind::kCudaIpc: TSR_CHECK(makeCudaIpcTransport(state_, &t)); break;
+      case TransportKind::kP2p: TSR_CHECK(makeP2pTransport(state_, &t)); break;
+    }
+    // Memory registered before this transport existed gets its export now.
+    std::vector<std::shared_ptr<Memory>> live;
+    {
+      std::lock_guard<std::mutex> mlock(state_->memoryMutex);
+      for (auto& w : state_->memories)
+        if (auto m = w.lock()) live.push_back(std::move(m));
+    }
+    for (auto& m : live) {
+      std::unique_ptr<MemoryExport> e;
+      TSR_CHECK(t->exportMemory(*m, &e));
+      std::lock_guard<std::mutex> mlock(state_->memoryMutex);
+      m->exports_[static_cast<size_t>(kind)] = std::move(e);
+    }
+    slot = std::move(t);
+  }
+  *out = slot.get();
+  return tsrSuccess;
+}
+
+Result TransportContext::finishMemory(std::shared_ptr<Memory> mem, std::shared_ptr<Memory>* out) {
+  mem->context_ = state_;
+  std::array<std::shared_ptr<Transport>, kTransportKinds> made;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    mem->id_ = nextMemoryId_++;
+    made = transports_;
+  }
+  for (auto& t : made) {
+    if (!t) continue;
+    std::unique_ptr<MemoryExport> e;
+    TSR_CHECK(t->exportMemory(*mem, &e));
+    mem->exports_[static_cast<size_t>(t->kind())] = std::move(e);
+  }
+  std::lock_guard<std::mutex> lock(state_->memoryMutex);
+  auto& list = state_->memories;
+  std::erase_if(list, [](const std::weak_ptr<Memory>& w) { return w.expired(); });
+  list.push_back(mem);
+  *out = std::move(mem);
+  return tsrSuccess;
+}
+
+Result TransportContext::allocate(size_t bytes, MemoryKind kind, std::shared_ptr<Memory>* out) {
+  if (bytes == 0) return TSR_FAIL(tsrInvalidArgument, "allocate of 0 bytes");
+  if (!state_->alive.load()) return TSR_FAIL(tsrInvalidArgument, "allocate on a destroyed context");
+  std::shared_ptr<Memory> mem(new Memory());
+  mem->kind_ = kind;
+  mem->size_ = bytes;
+  mem->owned_ = true;
+  switch (kind) {
+    case MemoryKind::kHost:
+    case MemoryKind::kCudaPinnedHost: {
+      void* p = nullptr;
+      int fd = -1;
+      size_t len = 0;
+      TSR_CHECK(allocateMemfd(bytes, &p, &fd, &len));
+      std::function<void()> unpin;
+      if (kind == MemoryKind::kCudaPinnedHost) {
+        Result r = cudaPinHostMemory(p, len, &unpin);
+        if (r != tsrSuccess) {
+          munmap(p, len);
+          close(fd);
+          return r;
+        }
+        mem->device_ = state_->cudaDevice;
+      }
+      mem->ptr_ = p;
+      mem->memfd_ = fd;
+      mem->release_ = [p, fd, len, unpin] {
+        if (unpin) unpin();
+        munmap(p, len);
+        close(fd);
+      };
+      break;
+    }
+    case MemoryKind::kCuda: {
+      if (state_->cudaDevice < 0)
+        return TSR_FAIL(tsrInvalidUsage,
+                        "rank %d: allocate of cuda memory in a context without a GPU",
+                        state_->rank);
+      CudaAllocation a;
+      TSR_CHECK(cudaAllocateShareable(bytes, state_->cudaDevice, &a));
+      mem->ptr_ = a.ptr;
+      mem->device_ = a.device;
+      mem->memfd_ = a.shareableFd;
+      mem->release_ = a.release;
+      break;
+    }
+  }
+  return finishMemory(std::move(mem), out);
+}
+
+Result TransportContext::registerMemory(void* ptr, size_t bytes, MemoryKind kind,
+                                        std::shared_ptr<Memory>* out) {
+  if (ptr == nullptr || bytes == 0)
+    return TSR_FAIL(tsrInvalidArgument, "registerMemory(%p, %zu bytes): null pointer or no bytes",
+                    ptr, bytes);
+  if (!state_->alive.load())
+    return TSR_FAIL(tsrInvalidArgument, "registerMemory on a destroyed context");
+  std::shared_ptr<Memory> mem(new Memory());
+  mem->ptr_ = ptr;
+  mem->size_ = bytes;
+  mem->kind_ = kind;
+  if (kind == MemoryKind::kCuda) {
+    std::string why;
+    int dev = -1;
+    if (cudaPointerDevice(ptr, &dev, &why) != tsrSuccess || dev < 0)
+      return TSR_FAIL(tsrInvalidArgument, "registerMemory(%p) as cuda memory: %s", ptr,
+                      why.c_str());
+    mem->device_ = dev;
+  }
+  return finishMemory(std::move(mem), out);
+}
+
+Result TransportContext::findMemory(const void* ptr, size_t bytes,
+                                    std::shared_ptr<Memory>* out) const {
+  auto p = reinterpret_cast<uintptr_t>(ptr);
+  std::lock_guard<std::mutex> lock(state_->memoryMutex);
+  for (const auto& w : state_->memories) {
+    auto m = w.lock();
+    if (!m) continue;
+    auto base = reinterpret_cast<uintptr_t>(m->data());
+    if (p >= base && p - base <= m->size() && bytes <= m->size() - (p - base)) {
+      *out = std::move(m);
+      return tsrSuccess;
+    }
+  }
+  return TSR_FAIL(tsrInvalidArgument,
+                  "rank %d: %p (+%zu bytes) lies in no memory registered with this communicator",
+                  state_->rank, ptr, bytes);
+}
+
+Result TransportContext::selectTransport(int peer, TransportKind* out, std::string* why) const {
+  if (peer < 0 || peer >= state_->nranks)
+    return TSR_FAIL(tsrInvalidArgument, "rank %d: peer %d is not a rank of %d", state_->rank, peer,
+                    state_->nranks);
+  SelectInput in;
+  TSR_CHECK(readSelectEnv(&in));
+  const RankPlacement& me = state_->placements[static_cast<size_t>(state_->rank)];
+  const RankPlacement& them = state_->placements[static_cast<size_t>(peer)];
+  in.locality = locality(me, them);
+  in.gpuRanks = me.cudaDevice >= 0 && them.cudaDevice >= 0;
+  if (in.gpuRanks && in.locality != Locality::kOtherHost) {
+    if (pathClass_) {
+      TSR_CHECK(pathClass_(peer, &in.gpuPath));
+    } else {
+      std::shared_ptr<const Topology> topo;
+      TSR_CHECK(processTopology(&topo));
+      TSR_CHECK(rankPathClass(*topo, me, them, &in.gpuPath));
+    }
+  }
+  for (int k = 0; k < kTransportKinds; ++k) {
+    std::string unused;
+    in.built[k] = transportBuilt(static_cast<TransportKind>(k), &unused);
+  }
+  Result r = selectTransportFor(in, out, why);
+  if (r != tsrSuccess) return addContext(r, "rank %d -> peer %d: ", state_->rank, peer);
+  return tsrSuccess;
+}
+
+Result TransportContext::connect(int peer, std::shared_ptr<Connection>* out, int tag) {
+  TransportKind kind;
+  std::string why;
+  TSR_CHECK(selectTransport(peer, &kind, &why));
+  TSR_INFO("rank %d -> peer %d: %s", state_->rank, peer, why.c_str());
+  return connect(peer, kind, out, tag);
+}
+
+Result TransportContext::connect(int peer, TransportKind kind, std::shared_ptr<Connection>* out,
+                                 int tag) {
+  if (peer < 0 || peer >= state_->nranks)
+    return TSR_FAIL(tsrInvalidArgument, "rank %d: connect to peer %d, not a rank of %d",
+                    state_->rank, peer, state_->nranks);
+  if (tag < 0 || tag > kMaxUserTag)
+    return TSR_FAIL(tsrInvalidArgument, "rank %d: connect tag %d outside 0..%d", state_->rank, tag,
+                    kMaxUserTag);
+  if (!state_->alive.load()) return TSR_FAIL(tsrInvalidArgument, "connect on a destroyed context");
+  Transport* t = nullptr;
+  TSR_CHECK(transport(kind, &t));
+  std::string whyNot;
+  if (!t->reaches(peer, &whyNot))
+    return TSR_FAIL(tsrInvalidUsage, "rank %d: %s cannot reach peer %d: %s", state_->rank,
+                    transportName(kind), peer, whyNot.c_str());
+  std::string mine;
+  TSR_CHECK(t->localEndpoint(peer, &mine));
+  ConnectHello hello{};
+  hello.magic = kHelloMagic;
+  hello.kind = static_cast<uint8_t>(kind);
+  hello.contextId = state_->contextId;
+  hello.endpointBytes = mine.size();
+  Bootstrap& b = *bootstrap_;
+  int wireTag = tagOf(tag, kTagConnect);
+  TSR_CHECK(b.send(peer, wireTag, &hello, sizeof hello));
+  if (!mine.empty()) TSR_CHECK(b.send(peer, wireTag, mine.data(), mine.size()));
+  ConnectHello theirs{};
+  TSR_CHECK(b.recv(peer, wireTag, &theirs, sizeof theirs));
+  if (theirs.magic != kHelloMagic || theirs.contextId != state_->contextId ||
+      theirs.endpointBytes > kMaxEndpointBytes)
+    return TSR_FAIL(tsrInternalError, "rank %d: connect hello from peer %d is malformed",
+                    state_->rank, peer);
+  std::string peerEndpoint(theirs.endpointBytes, '\0');
+  if (theirs.endpointBytes > 0)
+    TSR_CHECK(b.recv(peer, wireTag, peerEndpoint.data(), peerEndpoint.size()));
+  if (theirs.kind != hello.kind)
+    return TSR_FAIL(tsrInvalidUsage,
+                    "rank %d picked transport %s for peer %d, but the peer picked %s (is "
+                    "TESSERA_TRANSPORT the same on both?)",
+                    state_->rank, transportName(kind), peer,
+                    theirs.kind < kTransportKinds
+                        ? transportName(static_cast<TransportKind>(theirs.kind))
+                        : "unknown");
+  return t->connect(peer, peerEndpoint, out);
+}
+
+Result TransportContext::exchangeMemory(Connection& connection, const Memory& mine,
+                                        std::shared_ptr<RemoteMemory>* theirs, int tag) {
+  if (tag < 0 || tag > kMaxUserTag)
+    return TSR_FAIL(tsrInvalidArgument, "rank %d: exchangeMemory tag %d outside 0..%d",
+                    state_->rank, tag, kMaxUserTag);
+  std::string blob;
+  TSR_CHECK(mine.serialize(&blob));
+  Bootstrap& b = *bootstrap_;
+  int peer = connection.peer();
+  int wireTag = tagOf(tag, kTagMemory);
+  uint64_t len = blob.size();
+  TSR_CHECK(b.send(peer, wireTag, &len, sizeof len));
+  TSR_CHECK(b.send(peer, wireTag, blob.data(), blob.size()));
+  uint64_t peerLen = 0;
+  TSR_CHECK(b.recv(peer, wireTag, &peerLen, sizeof peerLen));
+  if (peerLen > (1u << 20))
+    return TSR_FAIL(tsrInternalError, "rank %d: peer %d announced a %llu-byte memory blob",
+                    state_->rank, peer, static_cast<unsigned long long>(peerLen));
+  std::string peerBlob(peerLen, '\0');
+  TSR_CHECK(b.recv(peer, wireTag, peerBlob.data(), peerBlob.size()));
+  return connection.importMemory(peerBlob, theirs);
+}
+
+Result TransportContext::createSemaphore(const std::shared_ptr<Connection>& connection,
+                                         std::shared_ptr<Semaphore>* out, int tag) {
+  if (!connection) return TSR_FAIL(tsrInvalidArgument, "createSemaphore with a null connection");
+  if (connection->context() != state_)
+    return TSR_FAIL(tsrInvalidArgument,
+                    "rank %d: createSemaphore with a connection of another communicator",
+                    state_->rank);
+  MemoryKind kind = MemoryKind::kHost;
+  if (connection->kind() == TransportKind::kCudaIpc || connection->kind() == TransportKind::kP2p)
+    kind = MemoryKind::kCuda;
+  else if (state_->cudaDevice >= 0)
+    kind = MemoryKind::kCudaPinnedHost;  // the GPU waits on it; the peer's proxy adds to it
+  std::shared_ptr<Memory> local;
+  TSR_CHECK(allocate(Semaphore::kBytes, kind, &local));
+  std::shared_ptr<RemoteMemory> remote;
+  Result r = exchangeMemory(*connection, *local, &remote, tag);
+  if (r != tsrSuccess) return addContext(r, "creating a semaphore: ");
+  uint32_t id;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    id = nextSemaphoreId_++;
+  }
+  *out = std::make_shared<Semaphore>(id, connection, std::move(local), std::move(remote));
+  return tsrSuccess;
+}
+
+Result TransportContext::createMemoryChannel(const std::shared_ptr<Connection>& connection,
+                                             const std::shared_ptr<RemoteMemory>& remote,
+                                             const std::shared_ptr<Memory>& local,
+                                             const std::shared_ptr<Semaphore>& semaphore,
+                                             std::unique_ptr<MemoryChannel>* out) {
+  if (!connection || !remote || !local || !semaphore)
+    return TSR_FAIL(tsrInvalidArgument, "createMemoryChannel with a null argument");
+  if (!connection->mapsMemory() || remote->mapped() == nullptr || !semaphore->mapped())
+    return TSR_FAIL(tsrInvalidUsage,
+                    "rank %d: a memory channel to peer %d needs a mapping transport; %s does not "
+                    "map (use a port channel)",
+                    state_->rank, connection->peer(), transportName(connection->kind()));
+  if (remote->importer() != connection.get() || semaphore->connection() != connection ||
+      local->context() != state_)
+    return TSR_FAIL(tsrInvalidArgument,
+                    "rank %d: createMemoryChannel with memory or a semaphore of another "
+                    "connection or communicator",
+                    state_->rank);
+  *out = std::make_unique<MemoryChannel>(connection, remote, local, semaphore);
+  return tsrSuccess;
+}
+
+Result TransportContext::createPortChannel(const std::shared_ptr<Connection>& connection,
+                                           const std::shared_ptr<RemoteMemory>& remote,
+                                           const std::shared_ptr<Memory>& local,
+                                           const std::shared_ptr<Semaphore>& semaphore,
+                                           std::unique_ptr<PortChannel>* out) {
+  if (!connection || !remote || !local || !semaphore)
+    return TSR_FAIL(tsrInvalidArgument, "createPortChannel with a null argument");
+  if (remote->importer() != connection.get() || semaphore->connection() != connection ||
+      local->context() != state_)
+    return TSR_FAIL(tsrInvalidArgument,
+                    "rank %d: createPortChannel with memory or a semaphore of another "
+                    "connection or communicator",
+                    state_->rank);
+  ProxyService* p = nullptr;
+  TSR_CHECK(proxy(&p));
+  uint32_t channel = p->addChannel({connection, remote, local, semaphore});
+  *out = std::make_unique<PortChannel>(p, channel, connection, remote, local, semaphore);
+  return tsrSuccess;
+}
+
+Result TransportContext::proxy(ProxyService** out) {
+  std::lock_guard<std::mutex> lock(proxyMutex_);
+  if (!proxy_) TSR_CHECK(ProxyService::create(*this, &proxy_));
+  *out = proxy_.get();
+  return tsrSuccess;
+}
+
+}  // namespace tessera

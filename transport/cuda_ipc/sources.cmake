@@ -1,0 +1,1 @@
+list(APPEND TESSERA_TRANSPORT_SOURCES cuda_ipc/cuda_unavailable.cpp)

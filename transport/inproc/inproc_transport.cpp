@@ -1,0 +1,80 @@
+// inproc: ranks that are threads of one process. Mapping is the identity: an imported memory's
+// address is usable as it is. Ordering is HostMappedConnection's (plain stores, then a release
+// fetch_add on the peer's counter; the waiter's acquire load pairs with it).
+#include <cstring>
+
+#include "transport/transport.hpp"
+
+namespace tessera {
+namespace {
+constexpr Subsys kLogSubsys = Subsys::kTransport;
+
+struct InprocSection {
+  uint64_t processNonce;
+  uint64_t address;
+};
+
+class InprocConnection final : public HostMappedConnection {
+ public:
+  InprocConnection(std::shared_ptr<ContextState> context, int peer)
+      : HostMappedConnection(std::move(context), peer, TransportKind::kInproc) {}
+
+ protected:
+  Result doImport(const MemoryBlobHeader&, const std::string& section, void** mapped,
+                  std::unique_ptr<RemoteMapping>*) override {
+    InprocSection s{};
+    if (section.size() != sizeof s)
+      return fail(tsrInvalidArgument, "inproc memory section has %zu bytes, expected %zu",
+                  section.size(), sizeof s);
+    std::memcpy(&s, section.data(), sizeof s);
+    uint64_t mine = context()->placements[static_cast<size_t>(context()->rank)].processNonce;
+    if (s.processNonce != mine)
+      return fail(tsrInvalidArgument, "inproc memory blob comes from another process");
+    *mapped = reinterpret_cast<void*>(static_cast<uintptr_t>(s.address));
+    return tsrSuccess;
+  }
+};
+
+class InprocTransport final : public Transport {
+ public:
+  explicit InprocTransport(std::shared_ptr<ContextState> context) : Transport(std::move(context)) {}
+
+  TransportKind kind() const override { return TransportKind::kInproc; }
+
+  bool reaches(int peer, std::string* whyNot) const override {
+    const auto& p = context_->placements;
+    if (locality(p[static_cast<size_t>(context_->rank)], p[static_cast<size_t>(peer)]) ==
+        Locality::kSameProcess)
+      return true;
+    *whyNot = "the peer runs in another process";
+    return false;
+  }
+
+  Result exportMemory(const Memory& mem, std::unique_ptr<MemoryExport>* out) override {
+    auto e = std::make_unique<MemoryExport>();
+    InprocSection s{context_->placements[static_cast<size_t>(context_->rank)].processNonce,
+                    reinterpret_cast<uintptr_t>(mem.data())};
+    e->section.assign(reinterpret_cast<const char*>(&s), sizeof s);
+    *out = std::move(e);
+    return tsrSuccess;
+  }
+
+  Result localEndpoint(int, std::string* blob) override {
+    blob->clear();
+    return tsrSuccess;
+  }
+
+  Result connect(int peer, const std::string&, std::shared_ptr<Connection>* out) override {
+    *out = std::make_shared<InprocConnection>(context_, peer);
+    return tsrSuccess;
+  }
+};
+
+}  // namespace
+
+Result makeInprocTransport(std::shared_ptr<ContextState> context, std::unique_ptr<Transport>* out) {
+  *out = std::make_unique<InprocTransport>(std::move(context));
+  return tsrSuccess;
+}
+
+}  // namespace tessera

@@ -1,0 +1,108 @@
+#include "transport/semaphore.hpp"
+
+#include "transport/context_state.hpp"
+#include "transport/cuda_ipc/cuda_memory.hpp"
+
+namespace tessera {
+namespace {
+constexpr Subsys kLogSubsys = Subsys::kTransport;
+
+// The host reads and writes its own counters directly, except in device memory.
+Result loadWord(const Memory& m, size_t offset, uint64_t* v) {
+  auto* p = reinterpret_cast<uint64_t*>(static_cast<char*>(m.data()) + offset);
+  if (m.kind() == MemoryKind::kCuda) return cudaReadWord(p, v);
+  *v = device::loadAcquire(p);
+  return tsrSuccess;
+}
+
+Result storeWord(const Memory& m, size_t offset, uint64_t v) {
+  auto* p = reinterpret_cast<uint64_t*>(static_cast<char*>(m.data()) + offset);
+  if (m.kind() == MemoryKind::kCuda) return cudaWriteWord(p, v);
+  device::storeRelaxed(p, v);
+  return tsrSuccess;
+}
+}  // namespace
+
+Semaphore::Semaphore(uint32_t id, std::shared_ptr<Connection> connection,
+                     std::shared_ptr<Memory> local, std::shared_ptr<RemoteMemory> remote)
+    : id_(id),
+      connection_(std::move(connection)),
+      local_(std::move(local)),
+      remote_(std::move(remote)) {}
+
+Result Semaphore::signal() { return connection_->atomicAdd(*remote_, kInboundOffset, 1); }
+
+uint64_t Semaphore::received() const {
+  uint64_t v = 0;
+  (void)loadWord(*local_, kInboundOffset, &v);
+  return v;
+}
+
+uint64_t Semaphore::consumed() const {
+  uint64_t v = 0;
+  (void)loadWord(*local_, kExpectedOffset, &v);
+  return v;
+}
+
+bool Semaphore::poll() {
+  uint64_t have = 0, used = 0;
+  if (loadWord(*local_, kInboundOffset, &have) != tsrSuccess ||
+      loadWord(*local_, kExpectedOffset, &used) != tsrSuccess || have <= used)
+    return false;
+  return storeWord(*local_, kExpectedOffset, used + 1) == tsrSuccess;
+}
+
+Result Semaphore::wait(double timeoutSeconds) {
+  const ContextState& ctx = *local_->context();
+  double seconds = timeoutSeconds > 0 ? timeoutSeconds : ctx.timeoutSeconds;
+  Deadline deadline = Deadline::after(seconds);
+  uint64_t used = 0, have = 0;
+  TSR_CHECK(loadWord(*local_, kExpectedOffset, &used));
+  uint64_t want = used + 1;
+  auto lastCheck = Clock::now();
+  for (uint32_t iter = 0;; ++iter) {
+    TSR_CHECK(loadWord(*local_, kInboundOffset, &have));
+    if (have >= want) return storeWord(*local_, kExpectedOffset, want);
+    if ((iter & 31) != 31) {
+      device::backoff(iter);
+      continue;
+    }
+    if (ctx.aborted.load(std::memory_order_acquire))
+      return TSR_FAIL(tsrRemoteError,
+                      "rank %d: wait on semaphore %u from peer %d interrupted: the communicator "
+                      "was aborted",
+                      ctx.rank, id_, peer());
+    if (!ctx.alive.load(std::memory_order_acquire))
+      return TSR_FAIL(tsrInvalidArgument,
+                      "rank %d: wait on semaphore %u of a destroyed communicator", ctx.rank, id_);
+    auto now = Clock::now();
+    if (now - lastCheck > std::chrono::milliseconds(20)) {
+      lastCheck = now;
+      Result r = connection_->peerStatus();
+      if (r != tsrSuccess)
+        return addContext(r, "rank %d: wait on semaphore %u from peer %d (signal %llu): ", ctx.rank,
+                          id_, peer(), static_cast<unsigned long long>(want));
+    }
+    if (deadline.expired())
+      return TSR_FAIL(tsrTimeout,
+                      "rank %d: waited %.3g s on semaphore %u for signal %llu from peer %d over "
+                      "%s; %llu arrived",
+                      ctx.rank, seconds, id_, static_cast<unsigned long long>(want), peer(),
+                      transportName(connection_->kind()), static_cast<unsigned long long>(have));
+    device::backoff(iter);
+  }
+}
+
+device::SemaphoreDeviceHandle Semaphore::deviceHandle() const {
+  device::SemaphoreDeviceHandle h{};
+  auto* base = static_cast<char*>(local_->data());
+  h.inbound = reinterpret_cast<uint64_t*>(base + kInboundOffset);
+  h.expected = reinterpret_cast<uint64_t*>(base + kExpectedOffset);
+  h.remoteInbound =
+      remote_->mapped()
+          ? reinterpret_cast<uint64_t*>(static_cast<char*>(remote_->mapped()) + kInboundOffset)
+          : nullptr;
+  return h;
+}
+
+}  // namespace tessera

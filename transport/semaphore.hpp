@@ -1,0 +1,60 @@
+// A semaphore between this rank and one peer (DESIGN.md, "Transport", "Memory ordering"): each
+// side has a 64-bit inbound counter in its own registered memory that only the peer adds to.
+// signal() adds one to the peer's counter after the data it covers; wait() consumes the next
+// signal, polling with acquire and backing off from spin to yield to sleep, until the deadline,
+// then fails with tsrTimeout naming rank, peer and semaphore. Counters only grow.
+//
+// On a mapping connection the peer's counter is mapped and the device handle signals directly
+// (a memory semaphore); otherwise signal is the connection's atomicAdd (a port semaphore, whose
+// device handle can only wait; its signals go through a port channel's proxy).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/deadline.hpp"
+#include "core/status.hpp"
+#include "tessera/device/semaphore_device.hpp"
+#include "transport/connection.hpp"
+#include "transport/memory.hpp"
+
+namespace tessera {
+
+class Semaphore {
+ public:
+  Semaphore(uint32_t id, std::shared_ptr<Connection> connection, std::shared_ptr<Memory> local,
+            std::shared_ptr<RemoteMemory> remote);
+
+  uint32_t id() const { return id_; }
+  int peer() const { return connection_->peer(); }
+  const std::shared_ptr<Connection>& connection() const { return connection_; }
+  const std::shared_ptr<RemoteMemory>& remote() const { return remote_; }
+  // Whether the peer's counter is mapped (signal from a kernel is possible).
+  bool mapped() const { return remote_->mapped() != nullptr; }
+
+  // Adds one to the peer's counter, ordered after this rank's earlier puts on the connection.
+  Result signal();
+  // Consumes the next signal; waits at most the context's timeout (or `timeoutSeconds` > 0).
+  Result wait(double timeoutSeconds = 0);
+  // Consumes a signal if one has arrived.
+  bool poll();
+  // Signals the peer has sent so far (what the inbound counter holds).
+  uint64_t received() const;
+  // Signals this side has consumed.
+  uint64_t consumed() const;
+
+  // The counter's offset inside the registered memory, for a proxy's atomicAdd.
+  static constexpr size_t kInboundOffset = 0;
+  static constexpr size_t kExpectedOffset = 8;
+  static constexpr size_t kBytes = 64;
+
+  device::SemaphoreDeviceHandle deviceHandle() const;
+
+ private:
+  uint32_t id_;
+  std::shared_ptr<Connection> connection_;
+  std::shared_ptr<Memory> local_;
+  std::shared_ptr<RemoteMemory> remote_;
+};
+
+}  // namespace tessera

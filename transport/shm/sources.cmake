@@ -1,0 +1,1 @@
+list(APPEND TESSERA_TRANSPORT_SOURCES shm/shm_transport.cpp)

@@ -1,0 +1,1 @@
+list(APPEND TESSERA_TRANSPORT_SOURCES ucx/ucx_unavailable.cpp)
