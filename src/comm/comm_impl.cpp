@@ -204,6 +204,21 @@ Result CommImpl::split(int color, int key, const tsrConfig_t* config,
   return createWith(std::move(childBoot), childConfig, out);
 }
 
+Result CommImpl::transports(TransportContext** out) {
+  TSR_CHECK(checkReady("transport setup"));
+  std::lock_guard<std::mutex> lock(transportMutex_);
+  if (!transports_) {
+    TransportContextOptions o;
+    o.bootstrap = bootstrap_.get();
+    o.placements = placements_;
+    o.cudaDevice = device_ >= 0 ? device_ : -1;
+    o.pathClass = [this](int peer, PathClass* c) { return pathClassTo(peer, c); };
+    TSR_CHECK(TransportContext::create(o, &transports_));
+  }
+  *out = transports_.get();
+  return tsrSuccess;
+}
+
 Result CommImpl::finalize() {
   TSR_CHECK(checkReady("tsrCommFinalize"));
   // No rank tears down its endpoints while a peer may still use them.
@@ -226,6 +241,10 @@ void CommImpl::abort() {
   {
     std::lock_guard<std::mutex> lock(bootstrapMutex_);
     if (bootstrap_ != nullptr) bootstrap_->abort();
+  }
+  {
+    std::lock_guard<std::mutex> lock(transportMutex_);
+    if (transports_) transports_->abort();
   }
   // Any state but failed becomes aborted, atomically against init's move to ready.
   State s = state_.load();

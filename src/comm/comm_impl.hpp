@@ -14,6 +14,7 @@
 #include "core/reduce_op.hpp"
 #include "topology/placement.hpp"
 #include "topology/rank_path.hpp"
+#include "transport/context.hpp"
 
 namespace tessera {
 
@@ -64,6 +65,9 @@ class CommImpl {
   int localRank() const { return localRank_; }
   int localRanks() const { return localRanks_; }
   Bootstrap& bootstrap() { return *bootstrap_; }
+  // The communicator's transport context, made on first use: collective (every rank calls it the
+  // first time in the same order, as collectives do). Connections inside it are made lazily.
+  Result transports(TransportContext** out);
 
   Result redOpCreatePreMulSum(tsrRedOp_t* op, const void* scalar, tsrDataType_t dtype,
                               tsrScalarResidence_t residence);
@@ -95,6 +99,9 @@ class CommImpl {
   std::thread initThread_;
   std::mutex bootstrapMutex_;  // guards bootstrap_ while a non-blocking init may set it
   int cancelFd_ = -1;          // eventfd written by abort(), read by the bootstrap factory
+
+  std::mutex transportMutex_;
+  std::unique_ptr<TransportContext> transports_;  // destroyed before bootstrap_ (declared after)
 
   mutable std::mutex redOpMutex_;
   std::vector<std::unique_ptr<RedOpDesc>> userOps_;  // index i <-> handle tsrNumOps + i

@@ -12,6 +12,8 @@
 #include "tessera/tessera.h"
 #include "topology/placement.hpp"
 #include "topology/topology.hpp"
+#include "transport/select.hpp"
+#include "transport/transport.hpp"
 
 namespace {
 
@@ -102,9 +104,58 @@ void printTransports() {
   section("Bootstrap and transports");
   std::printf("  bootstrap       inproc (threads), tcp (unique id)%s\n",
               TESSERA_HAVE_MPI ? ", mpi (tsrCommInitMpi)" : "; mpi: not built (no MPI found)");
-  std::printf(
-      "  transports      none in this version: inproc, shm, ucx, cuda_ipc and p2p come with\n"
-      "                  the transport layer; no peer class has a transport yet\n");
+  std::string built, missing;
+  for (int k = 0; k < kTransportKinds; ++k) {
+    std::string why;
+    auto kind = static_cast<TransportKind>(k);
+    if (transportBuilt(kind, &why)) {
+      built += std::string(built.empty() ? "" : ", ") + transportName(kind);
+    } else {
+      missing +=
+          strprintf("                  %s: not built (%s)\n", transportName(kind), why.c_str());
+    }
+  }
+  std::printf("  transports      %s\n%s", built.c_str(), missing.c_str());
+
+  // What each class of peer would use here, as TransportContext::connect picks it (with
+  // TESSERA_TRANSPORT and TESSERA_P2P_LEVEL as set now).
+  SelectInput base;
+  if (readSelectEnv(&base) != tsrSuccess) {
+    std::printf("  per peer class  (cannot say: %s)\n", lastErrorMessage());
+    return;
+  }
+  for (int k = 0; k < kTransportKinds; ++k) {
+    std::string why;
+    base.built[k] = transportBuilt(static_cast<TransportKind>(k), &why);
+  }
+  struct PeerClass {
+    const char* name;
+    Locality locality;
+    bool gpu;
+    PathClass path;
+  };
+  const PeerClass classes[] = {
+      {"same process, host ranks", Locality::kSameProcess, false, PathClass::kSys},
+      {"same process, GPU ranks (NVL)", Locality::kSameProcess, true, PathClass::kNvl},
+      {"same host, host ranks", Locality::kSameHost, false, PathClass::kSys},
+      {"same host, GPU ranks (NVL)", Locality::kSameHost, true, PathClass::kNvl},
+      {"same host, GPU ranks (SYS)", Locality::kSameHost, true, PathClass::kSys},
+      {"other host", Locality::kOtherHost, false, PathClass::kNet},
+  };
+  std::printf("  per peer class  (P2P level %s%s)\n", pathClassName(base.p2pLevel),
+              base.forced ? ", TESSERA_TRANSPORT set" : "");
+  for (const PeerClass& c : classes) {
+    SelectInput in = base;
+    in.locality = c.locality;
+    in.gpuRanks = c.gpu;
+    in.gpuPath = c.path;
+    TransportKind kind;
+    std::string why;
+    if (selectTransportFor(in, &kind, &why) == tsrSuccess)
+      std::printf("    %-30s -> %s\n", c.name, transportName(kind));
+    else
+      std::printf("    %-30s -> none: %s\n", c.name, lastErrorMessage());
+  }
 }
 
 void printEnv() {
