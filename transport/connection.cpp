@@ -100,20 +100,7 @@ Result Connection::put(const RemoteMemory& dst, size_t dstOffset, const Memory& 
 Result Connection::put(const RemoteMemory& dst, size_t dstOffset, const void* src, size_t bytes) {
   TSR_CHECK(checkAlive("put"));
   if (src == nullptr) return fail(tsrInvalidArgument, "put from a null source pointer");
-  std::shared_ptr<Memory> mem;
-  {
-    std::lock_guard<std::mutex> lock(context_->memoryMutex);
-    auto p = reinterpret_cast<uintptr_t>(src);
-    for (const auto& weak : context_->memories) {
-      auto m = weak.lock();
-      if (!m) continue;
-      auto base = reinterpret_cast<uintptr_t>(m->data());
-      if (p >= base && p - base <= m->size() && bytes <= m->size() - (p - base)) {
-        mem = std::move(m);
-        break;
-      }
-    }
-  }
+  std::shared_ptr<Memory> mem = findRegisteredMemory(*context_, src, bytes);
   if (!mem)
     return fail(tsrInvalidArgument,
                 "put source %p (+%zu bytes) lies in no memory registered with this communicator",

@@ -142,7 +142,8 @@ Result TransportContext::transport(TransportKind kind, Transport** out) {
       std::unique_ptr<MemoryExport> e;
       TSR_CHECK(t->exportMemory(*m, &e));
       std::lock_guard<std::mutex> mlock(state_->memoryMutex);
-      m->exports_[static_cast<size_t>(kind)] = std::move(e);
+      if (!m->exports_[static_cast<size_t>(kind)])
+        m->exports_[static_cast<size_t>(kind)] = std::move(e);
     }
     slot = std::move(t);
   }
@@ -152,22 +153,35 @@ Result TransportContext::transport(TransportKind kind, Transport** out) {
 
 Result TransportContext::finishMemory(std::shared_ptr<Memory> mem, std::shared_ptr<Memory>* out) {
   mem->context_ = state_;
-  std::array<std::shared_ptr<Transport>, kTransportKinds> made;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     mem->id_ = nextMemoryId_++;
+  }
+  // Listed before the exports are made: a transport created meanwhile exports it itself (see
+  // transport()), and whichever comes second finds the export there.
+  {
+    std::lock_guard<std::mutex> lock(state_->memoryMutex);
+    auto& list = state_->memories;
+    std::erase_if(list, [](const std::weak_ptr<Memory>& w) { return w.expired(); });
+    list.push_back(mem);
+  }
+  std::array<std::shared_ptr<Transport>, kTransportKinds> made;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
     made = transports_;
   }
   for (auto& t : made) {
     if (!t) continue;
+    size_t k = static_cast<size_t>(t->kind());
+    {
+      std::lock_guard<std::mutex> lock(state_->memoryMutex);
+      if (mem->exports_[k]) continue;
+    }
     std::unique_ptr<MemoryExport> e;
     TSR_CHECK(t->exportMemory(*mem, &e));
-    mem->exports_[static_cast<size_t>(t->kind())] = std::move(e);
+    std::lock_guard<std::mutex> lock(state_->memoryMutex);
+    if (!mem->exports_[k]) mem->exports_[k] = std::move(e);
   }
-  std::lock_guard<std::mutex> lock(state_->memoryMutex);
-  auto& list = state_->memories;
-  std::erase_if(list, [](const std::weak_ptr<Memory>& w) { return w.expired(); });
-  list.push_back(mem);
   *out = std::move(mem);
   return tsrSuccess;
 }
@@ -246,17 +260,8 @@ Result TransportContext::registerMemory(void* ptr, size_t bytes, MemoryKind kind
 
 Result TransportContext::findMemory(const void* ptr, size_t bytes,
                                     std::shared_ptr<Memory>* out) const {
-  auto p = reinterpret_cast<uintptr_t>(ptr);
-  std::lock_guard<std::mutex> lock(state_->memoryMutex);
-  for (const auto& w : state_->memories) {
-    auto m = w.lock();
-    if (!m) continue;
-    auto base = reinterpret_cast<uintptr_t>(m->data());
-    if (p >= base && p - base <= m->size() && bytes <= m->size() - (p - base)) {
-      *out = std::move(m);
-      return tsrSuccess;
-    }
-  }
+  *out = findRegisteredMemory(*state_, ptr, bytes);
+  if (*out) return tsrSuccess;
   return TSR_FAIL(tsrInvalidArgument,
                   "rank %d: %p (+%zu bytes) lies in no memory registered with this communicator",
                   state_->rank, ptr, bytes);

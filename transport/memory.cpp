@@ -75,6 +75,18 @@ Result Memory::serialize(std::string* blob) const {
   return tsrSuccess;
 }
 
+std::shared_ptr<Memory> findRegisteredMemory(ContextState& context, const void* ptr, size_t bytes) {
+  auto p = reinterpret_cast<uintptr_t>(ptr);
+  std::lock_guard<std::mutex> lock(context.memoryMutex);
+  for (const auto& weak : context.memories) {
+    auto m = weak.lock();
+    if (!m) continue;
+    auto base = reinterpret_cast<uintptr_t>(m->data());
+    if (p >= base && p - base <= m->size() && bytes <= m->size() - (p - base)) return m;
+  }
+  return nullptr;
+}
+
 Result parseMemoryBlob(const std::string& blob, TransportKind transport, MemoryBlobHeader* header,
                        std::string* section, std::string* whyNot) {
   section->clear();

@@ -77,6 +77,9 @@ class Memory {
   std::array<std::unique_ptr<MemoryExport>, kTransportKinds> exports_;
 };
 
+// The live Memory of `context` that holds [ptr, ptr + bytes), or null.
+std::shared_ptr<Memory> findRegisteredMemory(ContextState& context, const void* ptr, size_t bytes);
+
 // The parsed header of a Memory blob.
 struct MemoryBlobHeader {
   uint64_t contextId = 0;

@@ -33,11 +33,23 @@ Result cudaPinHostMemory(void* ptr, size_t bytes, std::function<void()>* unpin);
 Result cudaPointerDevice(const void* ptr, int* device, std::string* why);
 
 // Host access to a 64-bit word of device memory (the counters of GPU semaphores, when a host
-// thread waits or signals): read, write, and a system-scope atomic add that is ordered after
-// every earlier write of this process to the device (it runs as a one-thread kernel after a
-// device synchronize).
+// thread waits or signals): read, write, and a system-scope release add. Each runs on a
+// process-wide non-blocking stream of the word's device and completes before it returns (at most
+// a fixed 30 s), so it never waits for kernels of other streams: a kernel spinning on the word
+// while a host thread of the same process adds to it is the normal case, and a device-wide
+// synchronize would deadlock there. The add is therefore ordered after the caller's earlier
+// writes that have completed (every host call of the transport completes its copies before it
+// returns), not after unrelated work still running on the device.
 Result cudaReadWord(const uint64_t* devicePtr, uint64_t* value);
 Result cudaWriteWord(uint64_t* devicePtr, uint64_t value);
 Result cudaAddWord(uint64_t* devicePtr, uint64_t value);
+
+// For an allocation made by cudaAllocateShareable with VMM: its mapped size and granularity
+// (what an importer reserves and maps). False for anything else.
+bool cudaVmmAllocationInfo(const void* ptr, size_t* bytes, size_t* granularity);
+
+// Tests only: make cudaAllocateShareable use cudaMalloc (legacy IPC handles) even where VMM with
+// POSIX-FD handles is supported, so both export paths of cuda_ipc can be exercised on one GPU.
+void cudaPreferLegacyAllocation(bool legacy);
 
 }  // namespace tessera

@@ -31,5 +31,7 @@ Result cudaPointerDevice(const void*, int*, std::string* why) {
 Result cudaReadWord(const uint64_t*, uint64_t*) { return noCuda("reading device memory"); }
 Result cudaWriteWord(uint64_t*, uint64_t) { return noCuda("writing device memory"); }
 Result cudaAddWord(uint64_t*, uint64_t) { return noCuda("an atomic on device memory"); }
+bool cudaVmmAllocationInfo(const void*, size_t*, size_t*) { return false; }
+void cudaPreferLegacyAllocation(bool) {}
 
 }  // namespace tessera

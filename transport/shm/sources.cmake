@@ -1,1 +1,2 @@
-list(APPEND TESSERA_TRANSPORT_SOURCES shm/shm_transport.cpp)
+# shm: host memory between processes of one host (memfds passed by the process's fd server).
+list(APPEND TESSERA_TRANSPORT_SOURCES shm/shm_transport.cpp common/fd_server.cpp)
