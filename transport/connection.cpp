@@ -59,7 +59,7 @@ Result Connection::importMemory(const std::string& blob, std::shared_ptr<RemoteM
   MemoryBlobHeader header;
   std::string section, whyNot;
   Result r = parseMemoryBlob(blob, kind_, &header, &section, &whyNot);
-  if (r != tsrSuccess) return addContext(r, "rank %d importing from peer %d: ", rank(), peer_);
+  if (r != tsrSuccess) return addContext(r, "rank %d importing from peer %d", rank(), peer_);
   if (header.contextId != context_->contextId)
     return fail(tsrInvalidArgument,
                 "memory blob belongs to another communicator (context %016llx, this one is "

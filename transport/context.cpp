@@ -291,7 +291,7 @@ Result TransportContext::selectTransport(int peer, TransportKind* out, std::stri
     in.built[k] = transportBuilt(static_cast<TransportKind>(k), &unused);
   }
   Result r = selectTransportFor(in, out, why);
-  if (r != tsrSuccess) return addContext(r, "rank %d -> peer %d: ", state_->rank, peer);
+  if (r != tsrSuccess) return addContext(r, "rank %d -> peer %d", state_->rank, peer);
   return tsrSuccess;
 }
 
@@ -388,7 +388,7 @@ Result TransportContext::createSemaphore(const std::shared_ptr<Connection>& conn
   TSR_CHECK(allocate(Semaphore::kBytes, kind, &local));
   std::shared_ptr<RemoteMemory> remote;
   Result r = exchangeMemory(*connection, *local, &remote, tag);
-  if (r != tsrSuccess) return addContext(r, "creating a semaphore: ");
+  if (r != tsrSuccess) return addContext(r, "creating a semaphore");
   uint32_t id;
   {
     std::lock_guard<std::mutex> lock(mutex_);

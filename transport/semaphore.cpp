@@ -80,7 +80,7 @@ Result Semaphore::wait(double timeoutSeconds) {
       lastCheck = now;
       Result r = connection_->peerStatus();
       if (r != tsrSuccess)
-        return addContext(r, "rank %d: wait on semaphore %u from peer %d (signal %llu): ", ctx.rank,
+        return addContext(r, "rank %d: wait on semaphore %u from peer %d (signal %llu)", ctx.rank,
                           id_, peer(), static_cast<unsigned long long>(want));
     }
     if (deadline.expired())

@@ -87,8 +87,7 @@ struct ShmMapping final : RemoteMapping {
 
 class ShmConnection final : public HostMappedConnection {
  public:
-  ShmConnection(std::shared_ptr<ContextState> context, int peer, std::string peerServer,
-                int watch)
+  ShmConnection(std::shared_ptr<ContextState> context, int peer, std::string peerServer, int watch)
       : HostMappedConnection(std::move(context), peer, TransportKind::kShm),
         peerServer_(std::move(peerServer)),
         watch_(watch) {}
@@ -126,8 +125,8 @@ class ShmConnection final : public HostMappedConnection {
     int fd = -1;
     Result r = fetchFd(address, h.key, Deadline::after(context()->timeoutSeconds), &fd);
     if (r != tsrSuccess)
-      return addContext(r, "shm connection rank %d -> peer %d: importing memory %u: ", rank(),
-                        peer(), header.memoryId);
+      return addContext(r, "shm connection rank %d -> peer %d: importing memory %u", rank(), peer(),
+                        header.memoryId);
     struct stat st {};
     if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < h.mappedBytes) {
       close(fd);
@@ -219,13 +218,12 @@ class ShmTransport final : public Transport {
     EndpointHeader h{};
     std::string address;
     if (!splitAddress(peerEndpoint, kEndpointMagic, &h, &address))
-      return TSR_FAIL(tsrInternalError,
-                      "rank %d: shm endpoint of peer %d (%zu bytes) is malformed", context_->rank,
-                      peer, peerEndpoint.size());
+      return TSR_FAIL(tsrInternalError, "rank %d: shm endpoint of peer %d (%zu bytes) is malformed",
+                      context_->rank, peer, peerEndpoint.size());
     int watch = -1;
     Result r = watchFdServer(address, Deadline::after(context_->timeoutSeconds), &watch);
     if (r != tsrSuccess)
-      return addContext(r, "rank %d: shm connect to peer %d: ", context_->rank, peer);
+      return addContext(r, "rank %d: shm connect to peer %d", context_->rank, peer);
     *out = std::make_shared<ShmConnection>(context_, peer, std::move(address), watch);
     return tsrSuccess;
   }

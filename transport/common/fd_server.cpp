@@ -1,0 +1,494 @@
+// The process-wide descriptor server (fd_server.hpp).
+//
+// Wire protocol, host byte order (both ends are processes of one host running one build):
+//   client -> server  Request {magic, op, key}
+//   server -> client  Reply {magic, status}; for a granted fetch, the descriptor rides along as
+//                     SCM_RIGHTS. A fetch connection is then closed by the server; a watch stays
+//                     open, silent, until either process closes it or exits.
+//
+// Lifetime: the server object is never freed, so no destructor can race with its thread or
+// terminate on a joinable std::thread. An atexit handler wakes the thread, which closes every
+// socket, and joins it before static destructors run (a thread still exiting while the process
+// tears down is what crashes). In a forked child (pthread_atfork),
+// the parent's listening socket, accepted connections and offered duplicates are closed: a
+// child keeping them would hide the parent's death from its watchers, and keep memory alive.
+#include "transport/common/fd_server.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/hash.hpp"
+
+namespace tessera {
+namespace {
+constexpr Subsys kLogSubsys = Subsys::kTransport;
+
+constexpr uint32_t kRequestMagic = 0x54534651;  // "TSFQ"
+constexpr uint32_t kReplyMagic = 0x54534652;    // "TSFR"
+enum Op : uint32_t { kOpFetch = 1, kOpWatch = 2 };
+enum Status : uint32_t { kGranted = 0, kUnknownKey = 1, kBadRequest = 2 };
+
+struct Request {
+  uint32_t magic;
+  uint32_t op;
+  uint64_t key;
+};
+struct Reply {
+  uint32_t magic;
+  uint32_t status;
+};
+
+// The abstract-namespace address: sun_path[0] is NUL, the name follows without a terminator.
+bool makeAddress(const std::string& name, sockaddr_un* sa, socklen_t* len) {
+  std::memset(sa, 0, sizeof *sa);
+  sa->sun_family = AF_UNIX;
+  if (name.empty() || name.size() + 1 > sizeof sa->sun_path) return false;
+  std::memcpy(sa->sun_path + 1, name.data(), name.size());
+  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  return true;
+}
+
+class FdServerImpl final : public FdServer {
+ public:
+  const std::string& address() const override { return address_; }
+  pid_t pid() const { return pid_; }
+
+  Result start() {
+    pid_ = getpid();
+    address_ = strprintf("tessera-fd-%d-%016llx", static_cast<int>(pid_),
+                         static_cast<unsigned long long>(randomNonce64()));
+    sockaddr_un sa;
+    socklen_t len;
+    if (!makeAddress(address_, &sa, &len))
+      return TSR_FAIL(tsrInternalError, "fd server: address %s is too long", address_.c_str());
+    listenFd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (listenFd_ < 0)
+      return TSR_FAIL(tsrSystemError, "fd server: socket(AF_UNIX) failed: %s",
+                      std::strerror(errno));
+    if (::bind(listenFd_, reinterpret_cast<sockaddr*>(&sa), len) != 0 ||
+        ::listen(listenFd_, 128) != 0) {
+      int e = errno;
+      closeAll();
+      return TSR_FAIL(tsrSystemError, "fd server: bind/listen on abstract socket %s failed: %s",
+                      address_.c_str(), std::strerror(e));
+    }
+    wakeFd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wakeFd_ < 0) {
+      int e = errno;
+      closeAll();
+      return TSR_FAIL(tsrSystemError, "fd server: eventfd failed: %s", std::strerror(e));
+    }
+    running_ = true;
+    try {
+      thread_ = std::thread(&FdServerImpl::serve, this);
+    } catch (const std::exception& ex) {
+      running_ = false;
+      closeAll();
+      return TSR_FAIL(tsrSystemError, "fd server: cannot start its thread: %s", ex.what());
+    }
+    return tsrSuccess;
+  }
+
+  Result offer(int fd, uint64_t* key) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_)
+      return TSR_FAIL(tsrInternalError, "fd server %s: offer while the process is exiting",
+                      address_.c_str());
+    int dup = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (dup < 0)
+      return TSR_FAIL(tsrSystemError, "fd server %s: dup of fd %d to offer it failed: %s",
+                      address_.c_str(), fd, std::strerror(errno));
+    uint64_t k;
+    do k = randomNonce64();
+    while (offers_.count(k) != 0);
+    offers_.emplace(k, dup);
+    *key = k;
+    return tsrSuccess;
+  }
+
+  void withdraw(uint64_t key) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = offers_.find(key);
+    if (it == offers_.end()) return;
+    ::close(it->second);
+    offers_.erase(it);
+  }
+
+  // atexit: ask the thread to close everything and join it, so that it has fully exited before
+  // static destructors run. It never blocks for long; should it not answer within a second, it is
+  // detached and the process exits around it.
+  void stop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!running_ || stopping_) return;
+    stopping_ = true;
+    uint64_t one = 1;
+    ssize_t n = ::write(wakeFd_, &one, sizeof one);
+    (void)n;
+    bool done = stopped_.wait_for(lock, std::chrono::seconds(1), [this] { return !running_; });
+    lock.unlock();
+    if (!thread_.joinable()) return;
+    if (done)
+      thread_.join();
+    else
+      thread_.detach();
+  }
+
+  // fork: the child has no thread; the mutex was held by the prepare handler and is released
+  // here. Closes what the child inherited (see the file comment).
+  void abandonInChild() {
+    for (auto& c : clients_) ::close(c.fd);
+    clients_.clear();
+    for (auto& o : offers_) ::close(o.second);
+    offers_.clear();
+    if (listenFd_ >= 0) ::close(listenFd_);
+    if (wakeFd_ >= 0) ::close(wakeFd_);
+    listenFd_ = wakeFd_ = -1;
+    running_ = false;
+    stopping_ = true;
+  }
+
+  std::mutex& mutex() { return mutex_; }
+
+ private:
+  struct Client {
+    int fd;
+    size_t got;  // request bytes read so far
+    Request request;
+    bool watching;
+  };
+
+  void closeAll() {
+    if (listenFd_ >= 0) ::close(listenFd_);
+    if (wakeFd_ >= 0) ::close(wakeFd_);
+    listenFd_ = wakeFd_ = -1;
+  }
+
+  void serve() {
+    std::vector<pollfd> fds;
+    for (;;) {
+      fds.clear();
+      fds.push_back({wakeFd_, POLLIN, 0});
+      fds.push_back({listenFd_, POLLIN, 0});
+      for (const auto& c : clients_) fds.push_back({c.fd, POLLIN | POLLRDHUP, 0});
+      int n = ::poll(fds.data(), fds.size(), -1);
+      if (n <= 0) {
+        // EINTR, or a shortage (ENOMEM) that may pass: a server that quit would look like a
+        // dead process to every peer.
+        if (n < 0 && errno != EINTR) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        continue;
+      }
+      if (fds[0].revents != 0) break;  // stop()
+      // Under the lock: a fork (whose prepare handler takes it) never sees clients_ half-changed,
+      // and withdraw() cannot close a descriptor while it is being sent. Nothing here blocks.
+      std::lock_guard<std::mutex> lock(mutex_);
+      // Clients first (their indices match fds), then new connections.
+      std::vector<Client> keep;
+      keep.reserve(clients_.size());
+      for (size_t i = 0; i < clients_.size(); ++i) {
+        Client c = clients_[i];
+        if (fds[i + 2].revents == 0 || serviceClient(&c)) {
+          keep.push_back(c);
+        } else {
+          ::close(c.fd);
+        }
+      }
+      clients_.swap(keep);
+      if (fds[1].revents & POLLIN) acceptAll();
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& c : clients_) ::close(c.fd);
+    clients_.clear();
+    for (auto& o : offers_) ::close(o.second);
+    offers_.clear();
+    closeAll();
+    running_ = false;
+    stopped_.notify_all();
+  }
+
+  void acceptAll() {
+    for (;;) {
+      int fd = ::accept4(listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        // Out of descriptors: back off rather than spin on a listening socket that stays ready.
+        if (errno == EMFILE || errno == ENFILE)
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        return;  // EAGAIN, or a transient error: poll tells us again
+      }
+      clients_.push_back({fd, 0, {}, false});
+    }
+  }
+
+  // Reads what the client sent; answers a complete request. False: close the connection.
+  bool serviceClient(Client* c) {
+    if (c->watching) {
+      // A watcher never sends; readable means it closed its end (or misbehaves).
+      char b;
+      ssize_t r = ::recv(c->fd, &b, 1, MSG_DONTWAIT);
+      return r < 0 && (errno == EAGAIN || errno == EINTR);
+    }
+    auto* dst = reinterpret_cast<char*>(&c->request) + c->got;
+    ssize_t r = ::recv(c->fd, dst, sizeof(Request) - c->got, MSG_DONTWAIT);
+    if (r < 0) return errno == EAGAIN || errno == EINTR;
+    if (r == 0) return false;
+    c->got += static_cast<size_t>(r);
+    if (c->got < sizeof(Request)) return true;
+    const Request& q = c->request;
+    Reply reply{kReplyMagic, kBadRequest};
+    if (q.magic != kRequestMagic || (q.op != kOpFetch && q.op != kOpWatch)) {
+      sendReply(c->fd, reply, -1);
+      return false;
+    }
+    if (q.op == kOpWatch) {
+      reply.status = kGranted;
+      c->watching = sendReply(c->fd, reply, -1);
+      return c->watching;
+    }
+    auto it = offers_.find(q.key);
+    reply.status = it == offers_.end() ? kUnknownKey : kGranted;
+    sendReply(c->fd, reply, it == offers_.end() ? -1 : it->second);
+    return false;
+  }
+
+  // An 8-byte reply to a fresh socket fits its buffer: MSG_DONTWAIT never has to wait.
+  static bool sendReply(int sock, const Reply& reply, int fd) {
+    iovec iov{const_cast<Reply*>(&reply), sizeof reply};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    if (fd >= 0) {
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+      cm->cmsg_level = SOL_SOCKET;
+      cm->cmsg_type = SCM_RIGHTS;
+      cm->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+    }
+    return ::sendmsg(sock, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof reply);
+  }
+
+  pid_t pid_ = 0;
+  std::string address_;
+  int listenFd_ = -1;
+  int wakeFd_ = -1;
+  std::vector<Client> clients_;  // changed by the server thread only, under mutex_
+  std::mutex mutex_;
+  std::condition_variable stopped_;
+  std::thread thread_;  // joined by stop(); in a forked child it names no thread and is left
+  bool running_ = false;
+  bool stopping_ = false;
+  std::unordered_map<uint64_t, int> offers_;
+};
+
+// Never destroyed (see the file comment).
+std::mutex& instanceMutex() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+FdServerImpl* gServer = nullptr;
+
+void atExitStop() {
+  std::lock_guard<std::mutex> lock(instanceMutex());
+  if (gServer != nullptr && gServer->pid() == getpid()) gServer->stop();
+}
+void forkPrepare() {
+  instanceMutex().lock();
+  if (gServer != nullptr) gServer->mutex().lock();
+}
+void forkParent() {
+  if (gServer != nullptr) gServer->mutex().unlock();
+  instanceMutex().unlock();
+}
+void forkChild() {
+  if (gServer != nullptr) {
+    gServer->mutex().unlock();
+    gServer->abandonInChild();
+    gServer = nullptr;  // leaked on purpose: the child starts its own on first use
+  }
+  instanceMutex().unlock();
+}
+
+// Waits until `sock` is ready for `events` or the deadline passes.
+Result waitReady(int sock, short events, const Deadline& deadline, const std::string& address,
+                 const char* what) {
+  for (;;) {
+    pollfd p{sock, events, 0};
+    int n = ::poll(&p, 1, deadline.remainingMs());
+    if (n > 0) return tsrSuccess;
+    if (n < 0 && errno != EINTR)
+      return TSR_FAIL(tsrSystemError, "fd server %s: poll while %s failed: %s", address.c_str(),
+                      what, std::strerror(errno));
+    if (deadline.expired())
+      return TSR_FAIL(tsrTimeout, "fd server %s: no progress within %.3g s while %s",
+                      address.c_str(), deadline.seconds(), what);
+  }
+}
+
+// Connects, sends the request and receives the reply (and a descriptor when one comes).
+Result request(const std::string& address, uint32_t op, uint64_t key, const Deadline& deadline,
+               int* sockOut, Reply* reply, int* fd) {
+  *fd = -1;
+  sockaddr_un sa;
+  socklen_t len;
+  if (!makeAddress(address, &sa, &len))
+    return TSR_FAIL(tsrInvalidArgument, "fd server address of %zu bytes is not valid",
+                    address.size());
+  int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (s < 0)
+    return TSR_FAIL(tsrSystemError, "socket(AF_UNIX) to reach fd server %s failed: %s",
+                    address.c_str(), std::strerror(errno));
+  auto failClosed = [&](Result r) {
+    ::close(s);
+    return r;
+  };
+  // A full backlog answers EAGAIN: retry until the deadline.
+  while (::connect(s, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN)
+      return failClosed(TSR_FAIL(tsrRemoteError,
+                                 "cannot reach fd server %s (its process has exited?): %s",
+                                 address.c_str(), std::strerror(errno)));
+    if (deadline.expired())
+      return failClosed(TSR_FAIL(tsrTimeout, "fd server %s: its backlog stayed full for %.3g s",
+                                 address.c_str(), deadline.seconds()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  Request q{kRequestMagic, op, key};
+  size_t sent = 0;
+  while (sent < sizeof q) {
+    Result w = waitReady(s, POLLOUT, deadline, address, "sending a request");
+    if (w != tsrSuccess) return failClosed(w);
+    ssize_t n =
+        ::send(s, reinterpret_cast<char*>(&q) + sent, sizeof q - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0 && errno != EAGAIN && errno != EINTR)
+      return failClosed(TSR_FAIL(tsrRemoteError, "fd server %s: sending a request failed: %s",
+                                 address.c_str(), std::strerror(errno)));
+    if (n > 0) sent += static_cast<size_t>(n);
+  }
+  size_t got = 0;
+  while (got < sizeof *reply) {
+    Result w = waitReady(s, POLLIN, deadline, address, "waiting for its reply");
+    if (w != tsrSuccess) return failClosed(w);
+    iovec iov{reinterpret_cast<char*>(reply) + got, sizeof *reply - got};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n = ::recvmsg(s, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); n > 0 && cm != nullptr; cm = CMSG_NXTHDR(&msg, cm))
+      if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+          cm->cmsg_len == CMSG_LEN(sizeof(int)))
+        std::memcpy(fd, CMSG_DATA(cm), sizeof(int));
+    if (n <= 0) {
+      if (*fd >= 0) ::close(*fd);
+      *fd = -1;
+      return failClosed(
+          TSR_FAIL(tsrRemoteError, "fd server %s closed the connection before replying%s%s",
+                   address.c_str(), n < 0 ? ": " : "", n < 0 ? std::strerror(errno) : ""));
+    }
+    got += static_cast<size_t>(n);
+  }
+  if (reply->magic != kReplyMagic) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+    return failClosed(
+        TSR_FAIL(tsrRemoteError, "%s does not answer like a tessera fd server", address.c_str()));
+  }
+  *sockOut = s;
+  return tsrSuccess;
+}
+
+}  // namespace
+
+Result FdServer::instance(FdServer** out) {
+  std::lock_guard<std::mutex> lock(instanceMutex());
+  static bool hooked = false;
+  if (!hooked) {
+    if (pthread_atfork(forkPrepare, forkParent, forkChild) != 0 || std::atexit(atExitStop) != 0)
+      return TSR_FAIL(tsrSystemError, "fd server: cannot register its fork/exit handlers");
+    hooked = true;
+  }
+  // A child made without the fork handlers (a raw clone) still gets its own server.
+  if (gServer != nullptr && gServer->pid() != getpid()) {
+    gServer->abandonInChild();
+    gServer = nullptr;
+  }
+  if (gServer == nullptr) {
+    auto* s = new FdServerImpl();
+    Result r = s->start();
+    if (r != tsrSuccess) {
+      delete s;
+      return r;
+    }
+    gServer = s;
+  }
+  *out = gServer;
+  return tsrSuccess;
+}
+
+Result fetchFd(const std::string& address, uint64_t key, const Deadline& deadline, int* fd) {
+  *fd = -1;
+  int sock = -1, got = -1;
+  Reply reply{};
+  TSR_CHECK(request(address, kOpFetch, key, deadline, &sock, &reply, &got));
+  ::close(sock);
+  if (reply.status != kGranted || got < 0) {
+    if (got >= 0) ::close(got);
+    return TSR_FAIL(tsrRemoteError,
+                    "fd server %s refused key %016llx (%s): the memory was deregistered or the "
+                    "key is wrong",
+                    address.c_str(), static_cast<unsigned long long>(key),
+                    reply.status == kUnknownKey ? "unknown key" : "no descriptor sent");
+  }
+  *fd = got;
+  return tsrSuccess;
+}
+
+Result watchFdServer(const std::string& address, const Deadline& deadline, int* sock) {
+  *sock = -1;
+  int s = -1, fd = -1;
+  Reply reply{};
+  TSR_CHECK(request(address, kOpWatch, 0, deadline, &s, &reply, &fd));
+  if (fd >= 0) ::close(fd);
+  if (reply.status != kGranted) {
+    ::close(s);
+    return TSR_FAIL(tsrRemoteError, "fd server %s refused a watch (status %u)", address.c_str(),
+                    reply.status);
+  }
+  *sock = s;
+  return tsrSuccess;
+}
+
+bool peerGone(int sock) {
+  if (sock < 0) return true;
+  pollfd p{sock, POLLIN | POLLRDHUP, 0};
+  int n = ::poll(&p, 1, 0);
+  if (n <= 0) return false;  // nothing happened (or EINTR: ask again next time)
+  if (p.revents & (POLLHUP | POLLRDHUP | POLLERR | POLLNVAL)) return true;
+  // The server never writes on a watch after its acknowledgement; readable means EOF.
+  char b;
+  ssize_t r = ::recv(sock, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  return r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR);
+}
+
+}  // namespace tessera
