@@ -45,7 +45,8 @@ class Memory {
   bool owned() const { return owned_; }       // allocated by the context (freed with it)
   int rank() const;
 
-  // For host memory allocated by the context: the memfd that backs it (-1 otherwise).
+  // The descriptor other processes map it through, for memory the context allocated: the memfd
+  // of host memory, the POSIX-FD handle of a cuMem (VMM) device allocation; -1 otherwise.
   int memfd() const { return memfd_; }
 
   // The blob for peers (see the file comment).
