@@ -28,6 +28,8 @@ std::string runOne(Bootstrap& b, const RankBody& body, const RankOptions& option
   TransportContextOptions o;
   o.bootstrap = &b;
   o.cudaDevice = options.cudaDevice;
+  if (!options.cudaDevices.empty())
+    o.cudaDevice = options.cudaDevices[static_cast<size_t>(b.rank()) % options.cudaDevices.size()];
   o.timeoutSeconds = options.timeoutSeconds;
   std::unique_ptr<TransportContext> ctx;
   Result r = TransportContext::create(o, &ctx);

@@ -25,6 +25,7 @@ struct RankOptions {
   double timeoutSeconds = 20;  // transport and bootstrap waits
   double runSeconds = 120;     // the whole run; children still running then are killed
   int cudaDevice = -1;
+  std::vector<int> cudaDevices;  // per rank; when not empty it overrides cudaDevice
 };
 
 // Returns "" on success, else what went wrong.

@@ -1,0 +1,116 @@
+// cuda_ipc between forked processes: 2 and 4 ranks sharing GPU 0 (cuMem VMM memory exported as
+// POSIX file descriptors, and cudaMalloc memory exported as legacy IPC handles), and ranks on
+// separate GPUs where there are several.
+//
+// A forked child cannot use CUDA once its parent has initialized it, and asking whether a GPU
+// exists (cudaGetDeviceCount) initializes the driver. So this binary's own process never calls
+// CUDA: the skip decision is made in a short-lived forked child that reports through a pipe.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/cuda_driver.hpp"
+#include "gpu_transport_body.hpp"
+#include "support/harness.hpp"
+#include "unit/transport/transport_test_util.hpp"
+
+namespace tessera::test {
+namespace {
+
+struct GpuProbe {
+  int devices = 0;
+  std::string why;  // empty when devices > 0
+};
+
+// Asks a child process how many GPUs there are (and why none), so this process stays clean.
+GpuProbe probeInChild() {
+  GpuProbe probe;
+  int fds[2];
+  if (pipe(fds) != 0) {
+    probe.why = std::string("pipe: ") + std::strerror(errno);
+    return probe;
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    std::string why = gpuUnavailableReason();
+    int n = why.empty() ? cudaDeviceCount(&why) : 0;
+    std::string msg = std::to_string(n) + "\n" + why;
+    ssize_t unused = write(fds[1], msg.data(), msg.size());
+    (void)unused;
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[512];
+  ssize_t got;
+  while ((got = read(fds[0], buf, sizeof buf)) > 0) msg.append(buf, static_cast<size_t>(got));
+  close(fds[0]);
+  int status = 0;
+  if (pid > 0) waitpid(pid, &status, 0);
+  size_t nl = msg.find('\n');
+  if (pid < 0 || nl == std::string::npos) {
+    probe.why = "the GPU probe process failed";
+    return probe;
+  }
+  probe.devices = std::atoi(msg.substr(0, nl).c_str());
+  probe.why = msg.substr(nl + 1);
+  if (probe.devices <= 0 && probe.why.empty()) probe.why = "no CUDA device";
+  return probe;
+}
+
+const GpuProbe& probe() {
+  static const GpuProbe p = probeInChild();
+  return p;
+}
+
+#define SKIP_WITHOUT_GPU_NO_INIT()                                              \
+  do {                                                                          \
+    if (probe().devices <= 0) GTEST_SKIP() << "no usable GPU: " << probe().why; \
+  } while (0)
+
+void runIpc(int nranks, std::vector<int> devices, bool legacy) {
+  RankOptions options;
+  options.cudaDevices = std::move(devices);
+  options.timeoutSeconds = 30;  // kernels of processes on one GPU take turns (time slices)
+  GpuRoundTrip trip;
+  trip.kind = TransportKind::kCudaIpc;
+  trip.autoSelect = !legacy;
+  trip.legacyAllocation = legacy;
+  auto results = runTransportRanks(
+      RankMode::kProcesses, nranks,
+      [&](TransportContext& ctx) { return gpuTransportRoundTrip(ctx, trip); }, options);
+  expectAllRanksOk(results);
+}
+
+TEST(GpuCudaIpc, TwoProcessesShareGpu0) {
+  SKIP_WITHOUT_GPU_NO_INIT();
+  runIpc(2, {0}, false);
+}
+
+TEST(GpuCudaIpc, FourProcessesShareGpu0) {
+  SKIP_WITHOUT_GPU_NO_INIT();
+  runIpc(4, {0}, false);
+}
+
+TEST(GpuCudaIpc, LegacyIpcHandles) {
+  SKIP_WITHOUT_GPU_NO_INIT();
+  runIpc(2, {0}, true);
+}
+
+TEST(GpuCudaIpc, SeparateGpus) {
+  SKIP_WITHOUT_GPU_NO_INIT();
+  if (probe().devices < 2) GTEST_SKIP() << "needs two GPUs; this machine has " << probe().devices;
+  std::vector<int> devices;
+  for (int d = 0; d < probe().devices && d < 4; ++d) devices.push_back(d);
+  runIpc(static_cast<int>(devices.size()), devices, false);
+}
+
+}  // namespace
+}  // namespace tessera::test
