@@ -52,12 +52,18 @@ PortChannel::~PortChannel() {
 
 device::PortChannelDeviceHandle PortChannel::deviceHandle() const {
   device::PortChannelDeviceHandle h{};
-  h.fifo = proxy_->fifo();
+  h.fifo = proxy_->deviceFifo();
   h.channel = channel_;
   h.remoteBytes = remote_->size();
   h.localBytes = local_->size();
   h.semaphore = semaphore_->deviceHandle();
   h.semaphore.remoteInbound = nullptr;  // signals go through the proxy
+  return h;
+}
+
+device::PortChannelDeviceHandle PortChannel::hostHandle() const {
+  device::PortChannelDeviceHandle h = deviceHandle();
+  h.fifo = proxy_->hostFifo();
   return h;
 }
 
@@ -84,12 +90,12 @@ Result PortChannel::put(size_t dstOffset, size_t srcOffset, size_t bytes) {
                     connection_->rank(), bytes, dstOffset, remote_->size(), srcOffset,
                     local_->size());
   if (!connection_->context()->alive.load()) return pushFailed("put");
-  return deviceHandle().put(dstOffset, srcOffset, bytes) ? tsrSuccess : pushFailed("put");
+  return hostHandle().put(dstOffset, srcOffset, bytes) ? tsrSuccess : pushFailed("put");
 }
 
 Result PortChannel::signal() {
   if (!connection_->context()->alive.load()) return pushFailed("signal");
-  return deviceHandle().signal() ? tsrSuccess : pushFailed("signal");
+  return hostHandle().signal() ? tsrSuccess : pushFailed("signal");
 }
 
 Result PortChannel::putWithSignal(size_t dstOffset, size_t srcOffset, size_t bytes) {
@@ -99,7 +105,7 @@ Result PortChannel::putWithSignal(size_t dstOffset, size_t srcOffset, size_t byt
 
 Result PortChannel::flush() {
   if (!connection_->context()->alive.load()) return pushFailed("flush");
-  return deviceHandle().flush() ? tsrSuccess : pushFailed("flush");
+  return hostHandle().flush() ? tsrSuccess : pushFailed("flush");
 }
 
 }  // namespace tessera

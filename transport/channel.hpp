@@ -47,9 +47,12 @@ class PortChannel {
               std::shared_ptr<Semaphore> semaphore);
   ~PortChannel();
 
+  // For kernels (on a host-only context, also usable from host threads).
   device::PortChannelDeviceHandle deviceHandle() const;
+  // For host threads: the same channel on the proxy's host FIFO.
+  device::PortChannelDeviceHandle hostHandle() const;
 
-  // Host calls through the FIFO; put/signal return once the trigger is queued, flush once the
+  // Host calls through the host FIFO; put/signal return once the trigger is queued, flush once the
   // proxy completed everything before it (and reports the proxy's first error).
   Result put(size_t dstOffset, size_t srcOffset, size_t bytes);
   Result signal();

@@ -9,20 +9,37 @@ constexpr Subsys kLogSubsys = Subsys::kProxy;
 constexpr size_t kLine = 64;  // head, tail and error each get their own cache line
 }  // namespace
 
+namespace {
+// Lays out a FIFO over `slots` (the ring, then tail and error on their own cache lines).
+device::FifoDeviceHandle layoutFifo(char* slots, uint64_t* head, double timeoutSeconds) {
+  size_t ring = sizeof(device::ProxyTrigger) * ProxyService::kFifoSlots;
+  device::FifoDeviceHandle f{};
+  f.triggers = reinterpret_cast<device::ProxyTrigger*>(slots);
+  f.tail = reinterpret_cast<uint64_t*>(slots + ring);
+  f.error = reinterpret_cast<uint64_t*>(slots + ring + kLine);
+  f.head = head;
+  f.size = ProxyService::kFifoSlots;
+  f.timeoutNs = static_cast<uint64_t>(timeoutSeconds * 1e9);
+  return f;
+}
+}  // namespace
+
 Result ProxyService::create(TransportContext& context, std::unique_ptr<ProxyService>* out) {
   std::unique_ptr<ProxyService> p(new ProxyService());
   p->state_ = context.state();
-  // The GPU pushes into pinned host memory; host producers into plain (memfd) host memory.
-  MemoryKind kind = p->state_->cudaDevice >= 0 ? MemoryKind::kCudaPinnedHost : MemoryKind::kHost;
-  size_t ring = sizeof(device::ProxyTrigger) * kFifoSlots;
-  TSR_CHECK(context.allocate(ring + 3 * kLine, kind, &p->fifoMemory_));
-  auto* base = static_cast<char*>(p->fifoMemory_->data());
-  p->fifo_.triggers = reinterpret_cast<device::ProxyTrigger*>(base);
-  p->fifo_.head = reinterpret_cast<uint64_t*>(base + ring);
-  p->fifo_.tail = reinterpret_cast<uint64_t*>(base + ring + kLine);
-  p->fifo_.error = reinterpret_cast<uint64_t*>(base + ring + 2 * kLine);
-  p->fifo_.size = kFifoSlots;
-  p->fifo_.timeoutNs = static_cast<uint64_t>(p->state_->timeoutSeconds * 1e9);
+  size_t bytes = sizeof(device::ProxyTrigger) * kFifoSlots + 3 * kLine;
+  TSR_CHECK(context.allocate(bytes, MemoryKind::kHost, &p->hostFifoMemory_));
+  auto* host = static_cast<char*>(p->hostFifoMemory_->data());
+  p->hostFifo_ = layoutFifo(host, reinterpret_cast<uint64_t*>(host + bytes - kLine),
+                            p->state_->timeoutSeconds);
+  if (p->state_->cudaDevice >= 0) {
+    TSR_CHECK(context.allocate(bytes, MemoryKind::kCudaPinnedHost, &p->deviceFifoMemory_));
+    TSR_CHECK(context.allocate(kLine, MemoryKind::kCuda, &p->deviceHeadMemory_));
+    p->deviceFifo_ =
+        layoutFifo(static_cast<char*>(p->deviceFifoMemory_->data()),
+                   static_cast<uint64_t*>(p->deviceHeadMemory_->data()), p->state_->timeoutSeconds);
+    p->hasDeviceFifo_ = true;
+  }
   p->thread_ = std::thread([raw = p.get()] { raw->run(); });
   *out = std::move(p);
   return tsrSuccess;
@@ -51,7 +68,9 @@ void ProxyService::removeChannel(uint32_t channel) {
 }
 
 Result ProxyService::error(std::string* sentence) const {
-  auto code = static_cast<Result>(device::loadAcquire(fifo_.error));
+  auto code = static_cast<Result>(device::loadAcquire(hostFifo_.error));
+  if (code == tsrSuccess && hasDeviceFifo_)
+    code = static_cast<Result>(device::loadAcquire(deviceFifo_.error));
   std::lock_guard<std::mutex> lock(mutex_);
   *sentence = errorSentence_;
   return code;
@@ -78,32 +97,47 @@ Result ProxyService::execute(const device::ProxyTrigger& trigger) {
   return tsrSuccess;
 }
 
-void ProxyService::run() {
-  ScopedRank scoped(state_->rank);
-  uint64_t tail = 0;
-  uint32_t idle = 0;
-  while (!stop_.load(std::memory_order_acquire)) {
-    device::ProxyTrigger* slot = &fifo_.triggers[tail % fifo_.size];
+void ProxyService::recordError(Result r) {
+  if (device::loadAcquire(hostFifo_.error) != 0) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    errorSentence_ = lastErrorMessage();
+  }
+  device::storeRelease(hostFifo_.error, static_cast<uint64_t>(r));
+  if (hasDeviceFifo_) device::storeRelease(deviceFifo_.error, static_cast<uint64_t>(r));
+}
+
+bool ProxyService::drain(const device::FifoDeviceHandle& fifo, uint64_t* tail) {
+  bool did = false;
+  for (int batch = 0; batch < 64; ++batch) {
+    device::ProxyTrigger* slot = &fifo.triggers[*tail % fifo.size];
     uint64_t control = device::loadAcquire(&slot->control);
-    if (control == 0) {
-      // Idle: spin briefly, then yield, then short sleeps (the cap bounds the added latency).
-      device::backoff(idle < 2048 ? idle++ : 2048);
-      continue;
-    }
-    idle = 0;
+    if (control == 0) break;
     device::ProxyTrigger t = *slot;
     t.control = control;
     device::storeRelaxed(&slot->control, 0);
     Result r = execute(t);
-    if (r != tsrSuccess && device::loadAcquire(fifo_.error) == 0) {
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        errorSentence_ = lastErrorMessage();
-      }
-      device::storeRelease(fifo_.error, static_cast<uint64_t>(r));
+    if (r != tsrSuccess) recordError(r);
+    ++*tail;
+    device::storeRelease(fifo.tail, *tail);
+    did = true;
+  }
+  return did;
+}
+
+void ProxyService::run() {
+  ScopedRank scoped(state_->rank);
+  uint64_t hostTail = 0, deviceTail = 0;
+  uint32_t idle = 0;
+  while (!stop_.load(std::memory_order_acquire)) {
+    bool did = drain(hostFifo_, &hostTail);
+    if (hasDeviceFifo_) did = drain(deviceFifo_, &deviceTail) || did;
+    if (did) {
+      idle = 0;
+    } else {
+      // Idle: spin briefly, then yield, then short sleeps (the cap bounds the added latency).
+      device::backoff(idle < 2048 ? idle++ : 2048);
     }
-    ++tail;
-    device::storeRelease(fifo_.tail, tail);
   }
 }
 

@@ -1,9 +1,15 @@
 // The proxy: a host thread per context that carries out port-channel triggers (DESIGN.md,
-// "port channel"). Producers (kernels or host threads) push triggers into a FIFO in memory both
-// reach (pinned host memory when the context has a GPU); the thread takes them in order and
-// calls the channel's Connection: put, then atomicAdd for a signal (the connection orders it
-// after the puts), flush where asked. The first failure is written to the FIFO's error word and
-// logged; every later push and sync reports it.
+// "port channel"). Producers push triggers into a FIFO; the thread takes them in order and calls
+// the channel's Connection: put, then atomicAdd for a signal (the connection orders it after the
+// puts), flush where asked. The first failure is written to the FIFOs' error words and logged;
+// every later push and sync reports it.
+//
+// Two FIFOs, because host and GPU producers cannot share one claim counter: atomics on mapped
+// pinned memory are not atomic between the host and the device. The host FIFO (plain host
+// memory) takes host threads' triggers; with a GPU, the device FIFO takes kernels' triggers: its
+// slots, tail and error word are in pinned host memory (the proxy reads them), its head in device
+// memory (only kernels add to it). Triggers of one FIFO are carried out in order; there is no
+// order between the two.
 #pragma once
 
 #include <atomic>
@@ -40,18 +46,27 @@ class ProxyService {
   uint32_t addChannel(ChannelEntry entry);
   void removeChannel(uint32_t channel);
 
-  device::FifoDeviceHandle fifo() const { return fifo_; }
+  // The FIFO for kernels (the host FIFO when the context has no GPU) and the one for host threads.
+  device::FifoDeviceHandle deviceFifo() const { return hasDeviceFifo_ ? deviceFifo_ : hostFifo_; }
+  device::FifoDeviceHandle hostFifo() const { return hostFifo_; }
   // The proxy's first error (tsrSuccess while none), with its sentence.
   Result error(std::string* sentence) const;
 
  private:
   ProxyService() = default;
   void run();
+  // Carries out what is ready in `fifo` (at most a batch); returns whether it did anything.
+  bool drain(const device::FifoDeviceHandle& fifo, uint64_t* tail);
   Result execute(const device::ProxyTrigger& trigger);
+  void recordError(Result r);
 
   std::shared_ptr<ContextState> state_;
-  std::shared_ptr<Memory> fifoMemory_;
-  device::FifoDeviceHandle fifo_{};
+  std::shared_ptr<Memory> hostFifoMemory_;
+  std::shared_ptr<Memory> deviceFifoMemory_;  // slots, tail, error (pinned host)
+  std::shared_ptr<Memory> deviceHeadMemory_;  // head (device memory)
+  device::FifoDeviceHandle hostFifo_{};
+  device::FifoDeviceHandle deviceFifo_{};
+  bool hasDeviceFifo_ = false;
   mutable std::mutex mutex_;  // guards channels_ and errorSentence_
   std::vector<ChannelEntry> channels_;
   std::string errorSentence_;
