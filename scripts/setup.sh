@@ -3,8 +3,9 @@
 # Idempotent: a second run checks, finds everything, and returns in seconds.
 #
 # Debian/Ubuntu packages: compilers and build tools, Open MPI, UCX (+ ucx-utils for
-# ucx_perftest), hwloc, GoogleTest sources and libraries, ccache, pkg-config; CMake >= 3.25 from
-# the Python package index where the distribution's is older.
+# ucx_perftest), hwloc, GoogleTest sources and libraries, nlohmann/json (transport_perf's JSON),
+# ccache, pkg-config; CMake >= 3.25 from the Python package index where the distribution's is
+# older.
 # Where something cannot be installed (no apt-get, no root, offline), it says what is missing
 # and carries on: configure then skips each optional dependency it does not find, and stops with
 # a sentence for a required one.
@@ -16,6 +17,7 @@ PACKAGES=(
   libucx-dev ucx-utils
   libhwloc-dev hwloc-nox
   googletest libgtest-dev
+  nlohmann-json3-dev
 )
 MIN_CMAKE=3.25
 
