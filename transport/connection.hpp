@@ -45,8 +45,10 @@ class Connection {
   // export it).
   Result importMemory(const std::string& blob, std::shared_ptr<RemoteMemory>* out);
 
-  // local src[srcOffset, +bytes) -> peer's dst[dstOffset, +bytes). Returns when the source may
-  // be reused; the data is at the peer after a later flush (or, on mapping transports, at once).
+  // local src[srcOffset, +bytes) -> peer's dst[dstOffset, +bytes). Returns once issued, as an
+  // RDMA put does: the source must stay unchanged, and the data is known to be at the peer, only
+  // after a later flush() returns (mapping transports copy before returning, so for them both
+  // hold at once). Many puts may be in flight; a signal (atomicAdd) after them still lands last.
   Result put(const RemoteMemory& dst, size_t dstOffset, const Memory& src, size_t srcOffset,
              size_t bytes);
   // The same with a source pointer, which must lie inside memory registered with this context.
