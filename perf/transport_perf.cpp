@@ -43,7 +43,8 @@ namespace {
       "  -B <bytes>   bytes moved per size and table before iterations are capped (512M)\n"
       "  -P           put and signal through a port channel (the proxy thread)\n"
       "  -p <port>    first TCP port for ucx_perftest (one per size; default from the pid)\n"
-      "  -O <n>       ucx_perftest -O: at most n puts in flight (0: its default, no limit)\n"
+      "  -O <n>       ucx_perftest -O: at most n puts in flight (default -1: as many as tessera\n"
+      "               has per iteration at that size; 0: ucx_perftest's default, no limit)\n"
       "  -T <seconds> timeout of every transport wait (60)\n"
       "  -J <file>    also write the results as JSON\n");
   std::exit(2);

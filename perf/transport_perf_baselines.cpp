@@ -162,9 +162,12 @@ std::vector<PerftestPoint> runUcxPerftest(const std::vector<SizeStep>& steps,
                                        std::to_string(w),
                                        "-v",
                                        "-f"};
-      if (options.outstanding > 0) {
+      // By default at most as many puts in flight as tessera has in one iteration (its puts
+      // between two flushes): the same traffic pattern on both sides.
+      int inFlight = options.outstanding < 0 ? static_cast<int>(s.puts) : options.outstanding;
+      if (inFlight > 0) {
         args.push_back("-O");
-        args.push_back(std::to_string(options.outstanding));
+        args.push_back(std::to_string(inFlight));
       }
       Child client = spawn(args, true);
       if (client.pid < 0) break;

@@ -18,8 +18,10 @@ struct PerftestPoint {
 
 struct PerftestOptions {
   std::string program = "ucx_perftest";
-  int basePort = 0;     // one port per size, counting up from here
-  int outstanding = 0;  // ucx_perftest -O (puts in flight at most); 0: its default (no limit)
+  int basePort = 0;  // one port per size, counting up from here
+  // ucx_perftest -O (puts in flight at most); -1: tessera's puts per iteration at that size;
+  // 0: ucx_perftest's default (no limit).
+  int outstanding = -1;
   double timeoutSeconds = 120;
 };
 

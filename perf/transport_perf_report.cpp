@@ -77,9 +77,13 @@ void printHeader(const Options& o, const RankPlan& plan) {
       o.puts > 0 ? std::to_string(o.puts).c_str() : "auto (4 MiB / size, 1..1024)",
       static_cast<unsigned long long>(o.budgetBytes));
   std::printf(
-      "#  UCX_TLS=%s (tessera's ucx ranks and ucx_perftest -t ucp_put_bw -O %d)  path: %s  "
+      "#  UCX_TLS=%s (tessera's ucx ranks and ucx_perftest -t ucp_put_bw -O %s)  path: %s  "
       "timeout %g s\n",
-      o.ucxTls.c_str(), o.perftestOutstanding,
+      o.ucxTls.c_str(),
+      o.perftestOutstanding < 0
+          ? "<count>"
+          : (o.perftestOutstanding == 0 ? "unlimited"
+                                        : std::to_string(o.perftestOutstanding).c_str()),
       plan.viaProxy ? "port channel (proxy thread)" : "direct Connection calls", o.timeoutSeconds);
   std::printf(
       "#  bandwidth: per iteration rank 0 puts `count` x `size` bytes back to back, then "

@@ -24,7 +24,7 @@ struct Options {
   uint64_t budgetBytes = uint64_t{512} << 20;
   bool viaProxy = false;
   int basePort = 0;
-  int perftestOutstanding = 0;  // ucx_perftest -O; 0: its default
+  int perftestOutstanding = -1;  // ucx_perftest -O; -1: tessera's puts per iteration; 0: none
   double timeoutSeconds = 60;
   std::string jsonPath;
 };

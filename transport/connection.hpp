@@ -66,6 +66,11 @@ class Connection {
   // knows it is gone (a closed socket, a failed endpoint). Waits poll it.
   virtual Result peerStatus() { return tsrSuccess; }
 
+  // Lets the transport move pending work while a thread waits for its peer (a semaphore wait):
+  // UCX over emulated transports completes a peer's puts only when this side progresses.
+  // Never blocks; the default does nothing.
+  virtual void progress() {}
+
  protected:
   Connection(std::shared_ptr<ContextState> context, int peer, TransportKind kind);
 

@@ -63,6 +63,7 @@ Result Semaphore::wait(double timeoutSeconds) {
   for (uint32_t iter = 0;; ++iter) {
     TSR_CHECK(loadWord(*local_, kInboundOffset, &have));
     if (have >= want) return storeWord(*local_, kExpectedOffset, want);
+    connection_->progress();
     if ((iter & 31) != 31) {
       device::backoff(iter);
       continue;

@@ -5,12 +5,14 @@
 // ucp_rkey_ptr could give a shared-memory pointer: one access path keeps the ordering rules in one
 // place). See ucx_worker.hpp for threading and object lifetimes.
 //
-// Ordering (DESIGN.md, "Memory ordering"): put returns once the source is reusable; atomicAdd
+// Ordering (DESIGN.md, "Memory ordering"): put returns once issued (up to kMaxInFlight requests
+// per connection stay in flight; flush completes them and reports their errors); atomicAdd
 // issues ucp_worker_fence before the add, and UCP guarantees that operations issued before a
 // fence complete (are visible at the target) before any issued after it, so the add lands after
 // every earlier put. Both are issued under the worker mutex, so no other thread's operation can
 // slip between the fence and the add.
 #include <cstring>
+#include <vector>
 
 #include "transport/transport.hpp"
 #include "transport/ucx/ucx_endpoint.hpp"
@@ -55,7 +57,19 @@ class UcxConnection final : public Connection {
                 std::shared_ptr<UcxEndpoint> endpoint)
       : Connection(std::move(context), peer, TransportKind::kUcx), endpoint_(std::move(endpoint)) {}
 
+  ~UcxConnection() override {
+    // Requests still in flight are handed to UCX, which frees them when they end; their
+    // operands stay alive until the worker goes.
+    std::lock_guard<std::mutex> lock(endpoint_->worker().mutex);
+    for (auto& op : pending_) {
+      ucp_request_free(op.request);
+      if (op.operand) endpoint_->worker().keepUntilDestroyedLocked(std::move(op.operand));
+    }
+  }
+
   bool mapsMemory() const override { return false; }
+
+  void progress() override { endpoint_->worker().tryProgress(); }
 
   Result peerStatus() override {
     ucs_status_t s = endpoint_->failed();
@@ -105,13 +119,12 @@ class UcxConnection final : public Connection {
     ucp_request_param_t p{};
     addMemh(src, &p);
     const char* from = static_cast<const char*>(src.data()) + srcOffset;
-    ucs_status_ptr_t req;
-    {
-      std::lock_guard<std::mutex> lock(endpoint_->worker().mutex);
-      req = ucp_put_nbx(endpoint_->ep(), from, bytes, dst.remoteAddress() + dstOffset, rkeyOf(dst),
-                        &p);
-    }
-    return finish(req, "put", bytes, dst.id(), dstOffset);
+    std::unique_lock<std::mutex> lock(endpoint_->worker().mutex);
+    ucs_status_ptr_t req =
+        ucp_put_nbx(endpoint_->ep(), from, bytes, dst.remoteAddress() + dstOffset, rkeyOf(dst), &p);
+    // Not waited for: a put completes with a later flush (Connection::put's contract), so many
+    // are in flight at once.
+    return track(lock, req, nullptr, "put", bytes, dst.id(), dstOffset);
   }
 
   Result doGet(const Memory& dst, size_t dstOffset, const RemoteMemory& src, size_t srcOffset,
@@ -134,20 +147,18 @@ class UcxConnection final : public Connection {
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
     p.datatype = ucp_dt_make_contig(sizeof value);
-    ucs_status_ptr_t req;
-    {
-      // Fence and add under one lock: the add is ordered after every put issued before it (see
-      // the file comment), and no other thread's operation comes between them.
-      std::lock_guard<std::mutex> lock(endpoint_->worker().mutex);
-      ucs_status_t s = ucp_worker_fence(endpoint_->worker().worker());
-      if (s != UCS_OK)
-        return fail(tsrRemoteError, "ucp_worker_fence before atomicAdd failed: %s",
-                    ucs_status_string(s));
-      req = ucp_atomic_op_nbx(endpoint_->ep(), UCP_ATOMIC_OP_ADD, &value, 1,
-                              dst.remoteAddress() + offset, rkeyOf(dst), &p);
-    }
-    // `value` lives on this stack: wait until UCX no longer reads it.
-    return finish(req, "atomicAdd", sizeof value, dst.id(), offset);
+    // UCP may read the operand until the operation completes: it lives with the pending entry.
+    auto operand = std::make_unique<uint64_t>(value);
+    // Fence and add under one lock: the add is ordered after every put issued before it (see
+    // the file comment), and no other thread's operation comes between them.
+    std::unique_lock<std::mutex> lock(endpoint_->worker().mutex);
+    ucs_status_t s = ucp_worker_fence(endpoint_->worker().worker());
+    if (s != UCS_OK)
+      return fail(tsrRemoteError, "ucp_worker_fence before atomicAdd failed: %s",
+                  ucs_status_string(s));
+    ucs_status_ptr_t req = ucp_atomic_op_nbx(endpoint_->ep(), UCP_ATOMIC_OP_ADD, operand.get(), 1,
+                                             dst.remoteAddress() + offset, rkeyOf(dst), &p);
+    return track(lock, req, std::move(operand), "atomicAdd", sizeof value, dst.id(), offset);
   }
 
   Result doFlush(const Deadline& deadline) override {
@@ -159,13 +170,19 @@ class UcxConnection final : public Connection {
       req = ucp_ep_flush_nbx(endpoint_->ep(), &p);
     }
     ucs_status_t s = endpoint_->worker().wait(req, deadline);
-    if (s == UCS_OK) return tsrSuccess;
     if (s == UCS_ERR_TIMED_OUT) {
       endpoint_->noteTimeout();
       return fail(tsrTimeout, "flush did not complete within %.3g s%s", deadline.seconds(),
                   endpoint_->detectsFailure() ? "" : kNoDetection);
     }
-    return fail(tsrRemoteError, "flush failed: %s", ucs_status_string(s));
+    if (s != UCS_OK) return fail(tsrRemoteError, "flush failed: %s", ucs_status_string(s));
+    // Everything issued before the flush is complete: collect the requests and their errors
+    // (what another thread issued after the flush may stay in flight).
+    {
+      std::lock_guard<std::mutex> lock(endpoint_->worker().mutex);
+      reapLocked();
+    }
+    return takeError();
   }
 
  private:
@@ -216,6 +233,76 @@ class UcxConnection final : public Connection {
                 op, bytes, offset, memoryId, ucs_status_string(s));
   }
 
+  // An operation in flight: its request and the operand UCP may still read.
+  struct Pending {
+    ucs_status_ptr_t request;
+    std::shared_ptr<uint64_t> operand;
+    const char* op;
+    size_t bytes;
+    uint32_t memoryId;
+    size_t offset;
+  };
+  // The most operations in flight per connection before an issuer waits for the oldest.
+  static constexpr size_t kMaxInFlight = 256;
+
+  // With the worker mutex held (`lock`): records a request an *_nbx call returned. Completed at
+  // once (NULL) costs nothing; an error is reported now; in flight is kept for flush.
+  Result track(std::unique_lock<std::mutex>& lock, ucs_status_ptr_t req,
+               std::unique_ptr<uint64_t> operand, const char* op, size_t bytes, uint32_t memoryId,
+               size_t offset) {
+    if (UCS_PTR_IS_ERR(req)) {
+      lock.unlock();
+      return fail(tsrRemoteError,
+                  "%s of %zu bytes at offset %zu of the peer's memory %u failed: %s", op, bytes,
+                  offset, memoryId, ucs_status_string(UCS_PTR_STATUS(req)));
+    }
+    if (req != nullptr)
+      pending_.push_back(
+          {req, std::shared_ptr<uint64_t>(std::move(operand)), op, bytes, memoryId, offset});
+    if (pending_.size() >= kMaxInFlight) reapLocked();
+    if (pending_.size() < kMaxInFlight) {
+      lock.unlock();
+      return takeError();
+    }
+    // Still full: wait for the oldest (without the lock; wait() takes it as it progresses).
+    Pending oldest = std::move(pending_.front());
+    pending_.erase(pending_.begin());
+    lock.unlock();
+    Result r = finish(oldest.request, oldest.op, oldest.bytes, oldest.memoryId, oldest.offset);
+    if (r != tsrSuccess) return r;
+    return takeError();
+  }
+
+  // With the worker mutex held: frees completed requests, keeping the first error.
+  void reapLocked() {
+    size_t kept = 0;
+    for (auto& op : pending_) {
+      ucs_status_t s = ucp_request_check_status(op.request);
+      if (s == UCS_INPROGRESS) {
+        pending_[kept++] = std::move(op);
+        continue;
+      }
+      ucp_request_free(op.request);
+      if (s != UCS_OK && error_.empty())
+        error_ = strprintf("%s of %zu bytes at offset %zu of the peer's memory %u failed: %s",
+                           op.op, op.bytes, op.offset, op.memoryId, ucs_status_string(s));
+    }
+    pending_.resize(kept);
+  }
+
+  // The first error of an operation that completed in the background, once.
+  Result takeError() {
+    std::string e;
+    {
+      std::lock_guard<std::mutex> lock(endpoint_->worker().mutex);
+      e.swap(error_);
+    }
+    if (e.empty()) return tsrSuccess;
+    return fail(tsrRemoteError, "%s", e.c_str());
+  }
+
+  std::vector<Pending> pending_;  // guarded by the worker mutex
+  std::string error_;             // guarded by the worker mutex
   std::shared_ptr<UcxEndpoint> endpoint_;
 };
 

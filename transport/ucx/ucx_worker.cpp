@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "tessera/device/atomics.hpp"
+
 namespace tessera {
 namespace {
 constexpr Subsys kLogSubsys = Subsys::kTransport;
@@ -89,8 +91,9 @@ void UcxWorker::progressLoop() {
 ucs_status_t UcxWorker::wait(ucs_status_ptr_t request, const Deadline& deadline) {
   if (request == nullptr) return UCS_OK;
   if (UCS_PTR_IS_ERR(request)) return UCS_PTR_STATUS(request);
-  Backoff backoff;
-  for (;;) {
+  // Spin and yield first (a put or flush usually completes in microseconds), then sleep in
+  // steps of at most 100 us: never the 1 ms naps of the bootstrap's Backoff.
+  for (uint32_t iter = 0;; ++iter) {
     ucs_status_t s;
     {
       std::lock_guard<std::mutex> lock(mutex);
@@ -106,7 +109,7 @@ ucs_status_t UcxWorker::wait(ucs_status_ptr_t request, const Deadline& deadline)
         return UCS_ERR_TIMED_OUT;
       }
     }
-    backoff.pause();
+    device::backoff(iter);
   }
 }
 

@@ -57,6 +57,12 @@ class UcxWorker {
   // Keeps `p` alive until the worker is destroyed (state of an endpoint whose close could not
   // complete, which UCX may still call back into).
   void keepUntilDestroyed(std::shared_ptr<void> p);
+  // Progresses the worker once if the mutex is free (a waiting thread helps the progress thread).
+  void tryProgress() {
+    std::unique_lock<std::mutex> lock(mutex, std::try_to_lock);
+    if (lock.owns_lock()) ucp_worker_progress(worker_);
+  }
+  void keepUntilDestroyedLocked(std::shared_ptr<void> p) { orphans_.push_back(std::move(p)); }
 
  private:
   UcxWorker() = default;

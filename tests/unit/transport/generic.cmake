@@ -1,0 +1,6 @@
+# Transport-independent correctness, ordering and bad-input tests, run over every host transport
+# (inproc thread ranks; shm and ucx over tcp and shared memory with process ranks).
+tessera_transport_test(test_transport_generic SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/test_transport_correctness.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_transport_ordering.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/test_transport_bad_input.cpp)
