@@ -34,21 +34,18 @@ Result MemoryChannel::get(size_t dstOffset, size_t srcOffset, size_t bytes) {
   return connection_->get(*local_, dstOffset, *remote_, srcOffset, bytes);
 }
 
-PortChannel::PortChannel(ProxyService* proxy, uint32_t channel,
+PortChannel::PortChannel(std::shared_ptr<ProxyService> proxy, uint32_t channel,
                          std::shared_ptr<Connection> connection,
                          std::shared_ptr<RemoteMemory> remote, std::shared_ptr<Memory> local,
                          std::shared_ptr<Semaphore> semaphore)
-    : proxy_(proxy),
+    : proxy_(std::move(proxy)),
       channel_(channel),
       connection_(std::move(connection)),
       remote_(std::move(remote)),
       local_(std::move(local)),
       semaphore_(std::move(semaphore)) {}
 
-PortChannel::~PortChannel() {
-  if (connection_->context()->alive.load(std::memory_order_acquire))
-    proxy_->removeChannel(channel_);
-}
+PortChannel::~PortChannel() { proxy_->removeChannel(channel_); }
 
 device::PortChannelDeviceHandle PortChannel::deviceHandle() const {
   device::PortChannelDeviceHandle h{};

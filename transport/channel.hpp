@@ -42,9 +42,9 @@ class MemoryChannel {
 
 class PortChannel {
  public:
-  PortChannel(ProxyService* proxy, uint32_t channel, std::shared_ptr<Connection> connection,
-              std::shared_ptr<RemoteMemory> remote, std::shared_ptr<Memory> local,
-              std::shared_ptr<Semaphore> semaphore);
+  PortChannel(std::shared_ptr<ProxyService> proxy, uint32_t channel,
+              std::shared_ptr<Connection> connection, std::shared_ptr<RemoteMemory> remote,
+              std::shared_ptr<Memory> local, std::shared_ptr<Semaphore> semaphore);
   ~PortChannel();
 
   // For kernels (on a host-only context, also usable from host threads).
@@ -63,7 +63,7 @@ class PortChannel {
  private:
   Result pushFailed(const char* op);
 
-  ProxyService* proxy_;
+  std::shared_ptr<ProxyService> proxy_;
   uint32_t channel_;
   std::shared_ptr<Connection> connection_;
   std::shared_ptr<RemoteMemory> remote_;

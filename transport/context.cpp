@@ -111,6 +111,7 @@ Result TransportContext::create(const TransportContextOptions& options,
 }
 
 TransportContext::~TransportContext() {
+  if (proxy_) proxy_->stop();  // port channels may keep the object, never the thread
   proxy_.reset();
   state_->alive.store(false, std::memory_order_release);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -433,17 +434,21 @@ Result TransportContext::createPortChannel(const std::shared_ptr<Connection>& co
                     "rank %d: createPortChannel with memory or a semaphore of another "
                     "connection or communicator",
                     state_->rank);
-  ProxyService* p = nullptr;
+  std::shared_ptr<ProxyService> p;
   TSR_CHECK(proxy(&p));
   uint32_t channel = p->addChannel({connection, remote, local, semaphore});
-  *out = std::make_unique<PortChannel>(p, channel, connection, remote, local, semaphore);
+  *out = std::make_unique<PortChannel>(std::move(p), channel, connection, remote, local, semaphore);
   return tsrSuccess;
 }
 
-Result TransportContext::proxy(ProxyService** out) {
+Result TransportContext::proxy(std::shared_ptr<ProxyService>* out) {
   std::lock_guard<std::mutex> lock(proxyMutex_);
-  if (!proxy_) TSR_CHECK(ProxyService::create(*this, &proxy_));
-  *out = proxy_.get();
+  if (!proxy_) {
+    std::unique_ptr<ProxyService> p;
+    TSR_CHECK(ProxyService::create(*this, &p));
+    proxy_ = std::move(p);
+  }
+  *out = proxy_;
   return tsrSuccess;
 }
 

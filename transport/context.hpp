@@ -98,7 +98,7 @@ class TransportContext {
                            std::unique_ptr<PortChannel>* out);
 
   // The proxy that drives port channels (started on first use).
-  Result proxy(ProxyService** out);
+  Result proxy(std::shared_ptr<ProxyService>* out);
 
   // Every later call of this context's objects fails; waits in progress return tsrRemoteError.
   void abort();
@@ -118,7 +118,7 @@ class TransportContext {
   uint32_t nextMemoryId_ = 1;
   uint32_t nextSemaphoreId_ = 1;
   std::mutex proxyMutex_;  // not mutex_: the proxy allocates memory (which takes mutex_)
-  std::unique_ptr<ProxyService> proxy_;
+  std::shared_ptr<ProxyService> proxy_;  // port channels share it; stopped with the context
 };
 
 }  // namespace tessera

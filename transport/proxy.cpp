@@ -45,7 +45,10 @@ Result ProxyService::create(TransportContext& context, std::unique_ptr<ProxyServ
   return tsrSuccess;
 }
 
-ProxyService::~ProxyService() {
+ProxyService::~ProxyService() { stop(); }
+
+void ProxyService::stop() {
+  std::lock_guard<std::mutex> lock(stopMutex_);
   stop_.store(true, std::memory_order_release);
   if (thread_.joinable()) thread_.join();
 }

@@ -35,6 +35,9 @@ class ProxyService {
 
   static Result create(TransportContext& context, std::unique_ptr<ProxyService>* out);
   ~ProxyService();  // stops the thread
+  // Stops the thread (idempotent); triggers pushed afterwards are never carried out, so their
+  // producers time out.
+  void stop();
 
   struct ChannelEntry {
     std::shared_ptr<Connection> connection;
@@ -71,6 +74,7 @@ class ProxyService {
   std::vector<ChannelEntry> channels_;
   std::string errorSentence_;
   std::atomic<bool> stop_{false};
+  std::mutex stopMutex_;
   std::thread thread_;
 };
 

@@ -4,9 +4,10 @@
 //   same process:  GPU ranks -> p2p (same GPU, or a path within TESSERA_P2P_LEVEL); else inproc
 //   same host:     GPU ranks -> cuda_ipc (path within TESSERA_P2P_LEVEL); else shm
 //   other host:    ucx
-// A GPU pair beyond TESSERA_P2P_LEVEL goes through host memory: inproc/shm for a host-memory
-// connection is not enough for device buffers, so it takes ucx (which stages GPU memory through
-// pinned host memory where the UCX build has no CUDA support).
+// A GPU pair beyond TESSERA_P2P_LEVEL goes through the network stack: ucx. That needs a UCX
+// built with CUDA support for device buffers; without it (Debian's UCX) the connection is made
+// but device memory cannot be registered, and staging through pinned host memory is not
+// implemented yet (the ucx transport says so).
 // TESSERA_TRANSPORT=<name> forces one transport for every peer; a peer it cannot reach is an
 // error naming both.
 #pragma once
