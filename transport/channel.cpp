@@ -45,7 +45,15 @@ PortChannel::PortChannel(std::shared_ptr<ProxyService> proxy, uint32_t channel,
       local_(std::move(local)),
       semaphore_(std::move(semaphore)) {}
 
-PortChannel::~PortChannel() { proxy_->removeChannel(channel_); }
+PortChannel::~PortChannel() {
+  // The channel leaves the proxy's table only after the host triggers queued before this ran
+  // (the host FIFO is in order); without a running proxy there is nothing queued to wait for.
+  const ContextState& ctx = *connection_->context();
+  if (ctx.alive.load(std::memory_order_acquire) &&
+      proxy_->hostFifo().push(device::kTriggerClose, channel_, 0, 0, 0) != device::kFifoFailed)
+    return;
+  proxy_->removeChannel(channel_);
+}
 
 device::PortChannelDeviceHandle PortChannel::deviceHandle() const {
   device::PortChannelDeviceHandle h{};
@@ -66,6 +74,11 @@ device::PortChannelDeviceHandle PortChannel::hostHandle() const {
 
 Result PortChannel::pushFailed(const char* op) {
   const ContextState& ctx = *connection_->context();
+  if (ctx.aborted.load(std::memory_order_acquire))
+    return TSR_FAIL(tsrRemoteError,
+                    "rank %d: port channel %s interrupted: the communicator was "
+                    "aborted",
+                    ctx.rank, op);
   if (!ctx.alive.load(std::memory_order_acquire))
     return TSR_FAIL(tsrInvalidArgument, "rank %d: port channel %s on a destroyed communicator",
                     ctx.rank, op);
@@ -86,12 +99,12 @@ Result PortChannel::put(size_t dstOffset, size_t srcOffset, size_t bytes) {
                     "%zu of %zu) does not fit",
                     connection_->rank(), bytes, dstOffset, remote_->size(), srcOffset,
                     local_->size());
-  if (!connection_->context()->alive.load()) return pushFailed("put");
+  if (!usable()) return pushFailed("put");
   return hostHandle().put(dstOffset, srcOffset, bytes) ? tsrSuccess : pushFailed("put");
 }
 
 Result PortChannel::signal() {
-  if (!connection_->context()->alive.load()) return pushFailed("signal");
+  if (!usable()) return pushFailed("signal");
   return hostHandle().signal() ? tsrSuccess : pushFailed("signal");
 }
 
@@ -101,8 +114,24 @@ Result PortChannel::putWithSignal(size_t dstOffset, size_t srcOffset, size_t byt
 }
 
 Result PortChannel::flush() {
-  if (!connection_->context()->alive.load()) return pushFailed("flush");
-  return hostHandle().flush() ? tsrSuccess : pushFailed("flush");
+  if (!usable()) return pushFailed("flush");
+  device::FifoDeviceHandle fifo = proxy_->hostFifo();
+  uint64_t slot = fifo.push(device::kTriggerFlush, channel_, 0, 0, 0);
+  if (slot == device::kFifoFailed) return pushFailed("flush");
+  // Polled here rather than with FifoDeviceHandle::sync, so that abort() interrupts it.
+  const ContextState& ctx = *connection_->context();
+  Deadline deadline = Deadline::after(ctx.timeoutSeconds);
+  for (uint32_t iter = 0;; ++iter) {
+    if (device::loadAcquire(fifo.tail) > slot)
+      return device::loadAcquire(fifo.error) == 0 ? tsrSuccess : pushFailed("flush");
+    if ((iter & 63) == 63 && (ctx.aborted.load() || deadline.expired())) return pushFailed("flush");
+    device::backoff(iter);
+  }
+}
+
+bool PortChannel::usable() const {
+  const ContextState& ctx = *connection_->context();
+  return ctx.alive.load(std::memory_order_acquire) && !ctx.aborted.load(std::memory_order_acquire);
 }
 
 }  // namespace tessera

@@ -62,6 +62,7 @@ class PortChannel {
 
  private:
   Result pushFailed(const char* op);
+  bool usable() const;
 
   std::shared_ptr<ProxyService> proxy_;
   uint32_t channel_;

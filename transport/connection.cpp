@@ -10,10 +10,15 @@ namespace {
 constexpr Subsys kLogSubsys = Subsys::kTransport;
 
 bool hostAccessible(MemoryKind kind) { return kind != MemoryKind::kCuda; }
+
+uint64_t nextConnectionId() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 }  // namespace
 
 Connection::Connection(std::shared_ptr<ContextState> context, int peer, TransportKind kind)
-    : context_(std::move(context)), peer_(peer), kind_(kind) {}
+    : context_(std::move(context)), peer_(peer), kind_(kind), id_(nextConnectionId()) {}
 
 int Connection::rank() const { return context_->rank; }
 
@@ -38,7 +43,7 @@ Result Connection::checkAlive(const char* op) const {
 
 Result Connection::checkRemote(const RemoteMemory& m, const char* op) const {
   auto* self = const_cast<Connection*>(this);
-  if (m.importer() != this)
+  if (m.importer() != id_)
     return self->fail(tsrInvalidArgument,
                       "%s names memory %u of rank %d that was not imported through this "
                       "connection",
@@ -76,7 +81,7 @@ Result Connection::importMemory(const std::string& blob, std::shared_ptr<RemoteM
   void* mapped = nullptr;
   std::unique_ptr<RemoteMapping> mapping;
   TSR_CHECK(doImport(header, section, &mapped, &mapping));
-  *out = std::make_shared<RemoteMemory>(header, mapped, std::move(mapping), this);
+  *out = std::make_shared<RemoteMemory>(header, mapped, std::move(mapping), id_);
   return tsrSuccess;
 }
 

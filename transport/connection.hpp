@@ -34,6 +34,8 @@ class Connection {
 
   int rank() const;
   int peer() const { return peer_; }
+  // Unique in the process, never reused.
+  uint64_t id() const { return id_; }
   TransportKind kind() const { return kind_; }
   const std::shared_ptr<ContextState>& context() const { return context_; }
   // Whether imported memory is mapped (RemoteMemory::mapped() is usable).
@@ -95,6 +97,7 @@ class Connection {
   std::shared_ptr<ContextState> context_;
   int peer_;
   TransportKind kind_;
+  uint64_t id_;
 };
 
 // Host memcpy / atomics for mapping transports whose memory is host memory (inproc, shm).

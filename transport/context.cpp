@@ -411,7 +411,7 @@ Result TransportContext::createMemoryChannel(const std::shared_ptr<Connection>& 
                     "rank %d: a memory channel to peer %d needs a mapping transport; %s does not "
                     "map (use a port channel)",
                     state_->rank, connection->peer(), transportName(connection->kind()));
-  if (remote->importer() != connection.get() || semaphore->connection() != connection ||
+  if (remote->importer() != connection->id() || semaphore->connection() != connection ||
       local->context() != state_)
     return TSR_FAIL(tsrInvalidArgument,
                     "rank %d: createMemoryChannel with memory or a semaphore of another "
@@ -428,7 +428,7 @@ Result TransportContext::createPortChannel(const std::shared_ptr<Connection>& co
                                            std::unique_ptr<PortChannel>* out) {
   if (!connection || !remote || !local || !semaphore)
     return TSR_FAIL(tsrInvalidArgument, "createPortChannel with a null argument");
-  if (remote->importer() != connection.get() || semaphore->connection() != connection ||
+  if (remote->importer() != connection->id() || semaphore->connection() != connection ||
       local->context() != state_)
     return TSR_FAIL(tsrInvalidArgument,
                     "rank %d: createPortChannel with memory or a semaphore of another "

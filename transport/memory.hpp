@@ -31,7 +31,7 @@ struct MemoryExport {
   std::string whyNot;
 };
 
-class Memory {
+class Memory : public std::enable_shared_from_this<Memory> {
  public:
   ~Memory();
   Memory(const Memory&) = delete;
@@ -120,18 +120,19 @@ class RemoteMemory {
   RemoteMapping* mapping() const { return mapping_.get(); }
   const MemoryBlobHeader& header() const { return header_; }
 
-  // The connection that imported it (only that connection may use it).
-  const void* importer() const { return importer_; }
+  // The id of the connection that imported it (only that connection may use it). Ids are never
+  // reused, unlike addresses of destroyed connections.
+  uint64_t importer() const { return importer_; }
 
   RemoteMemory(const MemoryBlobHeader& header, void* mapped, std::unique_ptr<RemoteMapping> m,
-               const void* importer)
+               uint64_t importer)
       : header_(header), mapped_(mapped), mapping_(std::move(m)), importer_(importer) {}
 
  private:
   MemoryBlobHeader header_;
   void* mapped_ = nullptr;
   std::unique_ptr<RemoteMapping> mapping_;
-  const void* importer_ = nullptr;
+  uint64_t importer_ = 0;
 };
 
 }  // namespace tessera

@@ -55,19 +55,15 @@ void ProxyService::stop() {
 
 uint32_t ProxyService::addChannel(ChannelEntry entry) {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (size_t i = 0; i < channels_.size(); ++i) {
-    if (!channels_[i].connection) {
-      channels_[i] = std::move(entry);
-      return static_cast<uint32_t>(i);
-    }
-  }
-  channels_.push_back(std::move(entry));
-  return static_cast<uint32_t>(channels_.size() - 1);
+  // Never reused: a trigger still queued for a removed channel must not run on a new one.
+  uint32_t id = nextChannel_++;
+  channels_.emplace(id, std::move(entry));
+  return id;
 }
 
 void ProxyService::removeChannel(uint32_t channel) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (channel < channels_.size()) channels_[channel] = ChannelEntry{};
+  channels_.erase(channel);
 }
 
 Result ProxyService::error(std::string* sentence) const {
@@ -80,12 +76,13 @@ Result ProxyService::error(std::string* sentence) const {
 }
 
 Result ProxyService::execute(const device::ProxyTrigger& trigger) {
-  auto op = static_cast<uint32_t>(trigger.control >> 32);
-  auto channel = static_cast<uint32_t>(trigger.control);
+  uint32_t op = device::triggerOp(trigger.control);
+  uint32_t channel = device::triggerChannel(trigger.control);
   ChannelEntry e;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (channel < channels_.size()) e = channels_[channel];
+    auto it = channels_.find(channel);
+    if (it != channels_.end()) e = it->second;
   }
   if (!e.connection)
     return TSR_FAIL(tsrInvalidArgument,
@@ -97,6 +94,7 @@ Result ProxyService::execute(const device::ProxyTrigger& trigger) {
   if (op & device::kTriggerSignal)
     TSR_CHECK(e.connection->atomicAdd(*e.semaphore->remote(), Semaphore::kInboundOffset, 1));
   if (op & device::kTriggerFlush) TSR_CHECK(e.connection->flush());
+  if (op & device::kTriggerClose) removeChannel(channel);
   return tsrSuccess;
 }
 

@@ -17,7 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <vector>
+#include <unordered_map>
 
 #include "core/status.hpp"
 #include "tessera/device/fifo_device.hpp"
@@ -45,7 +45,8 @@ class ProxyService {
     std::shared_ptr<Memory> local;
     std::shared_ptr<Semaphore> semaphore;
   };
-  // Returns the channel's index in the proxy's table.
+  // Returns the channel's id in the proxy's table (never reused). Triggers of a removed channel
+  // fail (and the proxy reports it); PortChannel drains its host triggers before it goes.
   uint32_t addChannel(ChannelEntry entry);
   void removeChannel(uint32_t channel);
 
@@ -71,7 +72,8 @@ class ProxyService {
   device::FifoDeviceHandle deviceFifo_{};
   bool hasDeviceFifo_ = false;
   mutable std::mutex mutex_;  // guards channels_ and errorSentence_
-  std::vector<ChannelEntry> channels_;
+  std::unordered_map<uint32_t, ChannelEntry> channels_;
+  uint32_t nextChannel_ = 0;
   std::string errorSentence_;
   std::atomic<bool> stop_{false};
   std::mutex stopMutex_;

@@ -1,7 +1,14 @@
 // inproc: ranks that are threads of one process. Mapping is the identity: an imported memory's
 // address is usable as it is. Ordering is HostMappedConnection's (plain stores, then a release
 // fetch_add on the peer's counter; the waiter's acquire load pairs with it).
+//
+// Lifetime: an import holds the owner's Memory (found in a process-wide table of exported
+// memory), so a peer that signals or puts late writes into memory that still exists, as a shm
+// mapping would keep its pages; the region is freed when the owner and every importer let go.
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "transport/transport.hpp"
 
@@ -14,14 +21,38 @@ struct InprocSection {
   uint64_t address;
 };
 
+using MemoryKey = std::tuple<uint64_t, int, uint32_t>;  // context id, owner rank, memory id
+
+struct LiveTable {
+  std::mutex mutex;
+  std::map<MemoryKey, std::weak_ptr<const Memory>> memories;
+};
+LiveTable& liveTable() {
+  static auto* table = new LiveTable();  // never destroyed: exports may go at exit
+  return *table;
+}
+
+struct InprocExport final : MemoryExport {
+  MemoryKey key;
+  ~InprocExport() override {
+    LiveTable& t = liveTable();
+    std::lock_guard<std::mutex> lock(t.mutex);
+    t.memories.erase(key);
+  }
+};
+
+struct InprocMapping final : RemoteMapping {
+  std::shared_ptr<const Memory> owner;
+};
+
 class InprocConnection final : public HostMappedConnection {
  public:
   InprocConnection(std::shared_ptr<ContextState> context, int peer)
       : HostMappedConnection(std::move(context), peer, TransportKind::kInproc) {}
 
  protected:
-  Result doImport(const MemoryBlobHeader&, const std::string& section, void** mapped,
-                  std::unique_ptr<RemoteMapping>*) override {
+  Result doImport(const MemoryBlobHeader& header, const std::string& section, void** mapped,
+                  std::unique_ptr<RemoteMapping>* mapping) override {
     InprocSection s{};
     if (section.size() != sizeof s)
       return fail(tsrInvalidArgument, "inproc memory section has %zu bytes, expected %zu",
@@ -30,7 +61,18 @@ class InprocConnection final : public HostMappedConnection {
     uint64_t mine = context()->placements[static_cast<size_t>(context()->rank)].processNonce;
     if (s.processNonce != mine)
       return fail(tsrInvalidArgument, "inproc memory blob comes from another process");
-    *mapped = reinterpret_cast<void*>(static_cast<uintptr_t>(s.address));
+    auto m = std::make_unique<InprocMapping>();
+    {
+      LiveTable& t = liveTable();
+      std::lock_guard<std::mutex> lock(t.mutex);
+      auto it = t.memories.find({header.contextId, header.ownerRank, header.memoryId});
+      if (it != t.memories.end()) m->owner = it->second.lock();
+    }
+    if (!m->owner || reinterpret_cast<uintptr_t>(m->owner->data()) != s.address)
+      return fail(tsrInvalidArgument, "memory %u of rank %d is no longer registered",
+                  header.memoryId, header.ownerRank);
+    *mapped = m->owner->data();
+    *mapping = std::move(m);
     return tsrSuccess;
   }
 };
@@ -51,7 +93,13 @@ class InprocTransport final : public Transport {
   }
 
   Result exportMemory(const Memory& mem, std::unique_ptr<MemoryExport>* out) override {
-    auto e = std::make_unique<MemoryExport>();
+    auto e = std::make_unique<InprocExport>();
+    e->key = {context_->contextId, context_->rank, mem.id()};
+    {
+      LiveTable& t = liveTable();
+      std::lock_guard<std::mutex> lock(t.mutex);
+      t.memories[e->key] = mem.weak_from_this();
+    }
     InprocSection s{context_->placements[static_cast<size_t>(context_->rank)].processNonce,
                     reinterpret_cast<uintptr_t>(mem.data())};
     e->section.assign(reinterpret_cast<const char*>(&s), sizeof s);

@@ -169,7 +169,9 @@ class UcxConnection final : public Connection {
       std::lock_guard<std::mutex> lock(endpoint_->worker().mutex);
       req = ucp_ep_flush_nbx(endpoint_->ep(), &p);
     }
-    ucs_status_t s = endpoint_->worker().wait(req, deadline);
+    ucs_status_t s = endpoint_->worker().wait(req, deadline, &context()->aborted);
+    if (s == UCS_ERR_CANCELED)
+      return fail(tsrRemoteError, "flush interrupted: the communicator was aborted");
     if (s == UCS_ERR_TIMED_OUT) {
       endpoint_->noteTimeout();
       return fail(tsrTimeout, "flush did not complete within %.3g s%s", deadline.seconds(),
@@ -219,8 +221,10 @@ class UcxConnection final : public Connection {
   Result finish(ucs_status_ptr_t req, const char* op, size_t bytes, uint32_t memoryId,
                 size_t offset) {
     Deadline deadline = Deadline::after(context()->timeoutSeconds);
-    ucs_status_t s = endpoint_->worker().wait(req, deadline);
+    ucs_status_t s = endpoint_->worker().wait(req, deadline, &context()->aborted);
     if (s == UCS_OK) return tsrSuccess;
+    if (s == UCS_ERR_CANCELED)
+      return fail(tsrRemoteError, "%s interrupted: the communicator was aborted", op);
     if (s == UCS_ERR_TIMED_OUT) {
       endpoint_->noteTimeout();
       return fail(tsrTimeout,
@@ -269,7 +273,11 @@ class UcxConnection final : public Connection {
     pending_.erase(pending_.begin());
     lock.unlock();
     Result r = finish(oldest.request, oldest.op, oldest.bytes, oldest.memoryId, oldest.offset);
-    if (r != tsrSuccess) return r;
+    if (r != tsrSuccess) {
+      // Released to UCX unfinished: its operand must outlive it.
+      if (oldest.operand) endpoint_->worker().keepUntilDestroyed(std::move(oldest.operand));
+      return r;
+    }
     return takeError();
   }
 

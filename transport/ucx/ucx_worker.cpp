@@ -88,7 +88,8 @@ void UcxWorker::progressLoop() {
   }
 }
 
-ucs_status_t UcxWorker::wait(ucs_status_ptr_t request, const Deadline& deadline) {
+ucs_status_t UcxWorker::wait(ucs_status_ptr_t request, const Deadline& deadline,
+                             const std::atomic<bool>* aborted) {
   if (request == nullptr) return UCS_OK;
   if (UCS_PTR_IS_ERR(request)) return UCS_PTR_STATUS(request);
   // Spin and yield first (a put or flush usually completes in microseconds), then sleep in
@@ -102,6 +103,10 @@ ucs_status_t UcxWorker::wait(ucs_status_ptr_t request, const Deadline& deadline)
       if (s != UCS_INPROGRESS) {
         ucp_request_free(request);
         return s;
+      }
+      if (aborted != nullptr && aborted->load(std::memory_order_acquire)) {
+        ucp_request_free(request);
+        return UCS_ERR_CANCELED;
       }
       if (deadline.expired()) {
         // Released to UCX: it frees the request once the operation ends (or the ep is closed).

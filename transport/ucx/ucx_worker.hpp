@@ -52,7 +52,9 @@ class UcxWorker {
   // progressing the worker meanwhile, and frees it. UCS_ERR_TIMED_OUT once `deadline` passes
   // (the request is then released to UCX, which frees it when it completes). Call without
   // `mutex` held.
-  ucs_status_t wait(ucs_status_ptr_t request, const Deadline& deadline);
+  // UCS_ERR_CANCELED (request released likewise) once *aborted turns true.
+  ucs_status_t wait(ucs_status_ptr_t request, const Deadline& deadline,
+                    const std::atomic<bool>* aborted = nullptr);
 
   // Keeps `p` alive until the worker is destroyed (state of an endpoint whose close could not
   // complete, which UCX may still call back into).

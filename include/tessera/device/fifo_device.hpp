@@ -20,14 +20,22 @@ enum TriggerOp : uint32_t {
   kTriggerPut = 1u << 0,     // local[srcOffset, +bytes) -> remote[dstOffset, +bytes)
   kTriggerSignal = 1u << 1,  // add one to the peer's semaphore, ordered after earlier puts
   kTriggerFlush = 1u << 2,   // complete everything before it (remote visibility) before tail moves
+  kTriggerClose = 1u << 3,   // host only: the channel is gone once the triggers before it ran
 };
 
 struct alignas(32) ProxyTrigger {
   uint64_t dstOffset;
   uint64_t srcOffset;
   uint64_t bytes;
-  uint64_t control;  // (op << 32) | channel id; 0 while the slot is empty
+  uint64_t control;  // kTriggerValid | (op << 32) | channel id; 0 while the slot is empty
 };
+
+// Set in every published control word, so that no op/channel value reads as an empty slot.
+inline constexpr uint64_t kTriggerValid = 1ull << 63;
+TSR_INLINE uint32_t triggerOp(uint64_t control) {
+  return static_cast<uint32_t>(control >> 32) & 0x7fffffffu;
+}
+TSR_INLINE uint32_t triggerChannel(uint64_t control) { return static_cast<uint32_t>(control); }
 
 inline constexpr uint64_t kFifoFailed = ~0ull;
 
@@ -53,7 +61,8 @@ struct FifoDeviceHandle {
     t->dstOffset = dstOffset;
     t->srcOffset = srcOffset;
     t->bytes = bytes;
-    storeRelease(&t->control, (static_cast<uint64_t>(op) << 32) | channel);
+    storeRelease(&t->control,
+                 kTriggerValid | (static_cast<uint64_t>(op & 0x7fffffffu) << 32) | channel);
     return slot;
   }
 
