@@ -11,6 +11,12 @@
 // fence complete (are visible at the target) before any issued after it, so the add lands after
 // every earlier put. Both are issued under the worker mutex, so no other thread's operation can
 // slip between the fence and the add.
+//
+// Not covered yet (no CUDA-capable UCX here): with GPUDirect RDMA into device memory, the fence
+// orders delivery at the target NIC, but a kernel that acquires the counter may still read stale
+// data until the NIC's writes are flushed to the GPU (NCCL does a loopback read or
+// cuFlushGPUDirectRDMAWrites on the receiver). Device memory is only importable over ucx when
+// UCX reports CUDA support; that flush must come with enabling it.
 #include <cstring>
 #include <vector>
 
