@@ -3,20 +3,43 @@
 # CMake there: MPI, UCX and hwloc are detected and skipped when absent, and GoogleTest is built
 # from a source folder carried with the call (default: .gtest/ in the repo root, a copy of
 # /usr/src/googletest made where Debian's googletest package is installed:
-#   cp -r /usr/src/googletest .gtest && echo /.gtest/ >> .git/info/exclude
+#   cp -r /usr/src/googletest .gtest && mkdir -p .git/info && echo /.gtest/ >> .git/info/exclude
 # then carry ".gtest").
 #
-# It builds, prints tessera_info, runs the gpu-labelled tests and the unit tests, and prints the
-# put bandwidth of cuda_ipc and p2p beside a plain device-to-device cudaMemcpy of the same size
-# (perf/gpu_transport_bw.cpp); logs go to $OUT when the device tool sets it. Keep it under eight
-# minutes on an H100/H200-class GPU.
+# It builds what the GPU steps need, prints tessera_info (and stops if it sees no GPU), runs the
+# gpu-labelled tests (a skipped one fails the run: on a GPU machine a skip is a finding), prints
+# the put bandwidth of cuda_ipc and p2p beside a plain device-to-device cudaMemcpy of the same
+# size (perf/gpu_transport_bw.cpp), then builds the rest and runs the host-only unit tests last,
+# so a slow unit run cannot cost the GPU figures. Each log is copied to $OUT (when the device
+# tool sets it) as soon as its step ends. Keep it under eight minutes on an H100/H200-class GPU.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${BUILD_DIR:-$ROOT/build-gpu}"
 GTEST_SRC="${TESSERA_GTEST_SOURCE_DIR:-$ROOT/.gtest}"
 ARCHS="${TESSERA_CUDA_ARCHS:-90}"
+# Per gpu test, in seconds. The tests' TIMEOUT property (TESSERA_TEST_TIMEOUT, a plain variable
+# in tests/CMakeLists.txt) wins over `ctest --timeout`, so each test runs under timeout(1).
+GPU_TEST_SECONDS="${GPU_TEST_SECONDS:-120}"
+# The gpu test binaries (tests/gpu/CMakeLists.txt) and the tools the GPU steps run.
+GPU_TARGETS=(tessera_info test_gpu_convert test_gpu_comm test_gpu_p2p test_gpu_cuda_ipc
+  gpu_transport_bw bootstrap_perf)
 start=$(date +%s)
 step() { echo; echo "=== $* ($(( $(date +%s) - start )) s)"; }
+# Copies files to $OUT when the device tool set it (missing files are skipped).
+keep() {
+  [[ -n "${OUT:-}" && -d "${OUT:-}" ]] || return 0
+  local f
+  for f in "$@"; do [[ -f "$f" ]] && cp "$f" "$OUT/"; done
+  return 0
+}
+
+step "tools"
+cmake --version | head -1
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=index,name,compute_mode,driver_version --format=csv
+else
+  echo "nvidia-smi: not found"
+fi
 
 step "configure (CUDA archs $ARCHS)"
 gen=()
@@ -24,36 +47,72 @@ command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
 cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTESSERA_WITH_CUDA=ON \
   -DTESSERA_CUDA_ARCHS="$ARCHS" -DTESSERA_GTEST_SOURCE_DIR="$GTEST_SRC" || exit 1
 
-step "build"
-cmake --build "$BUILD" --parallel "$(nproc)" || exit 1
+step "build (GPU targets: ${GPU_TARGETS[*]})"
+cmake --build "$BUILD" --parallel "$(nproc)" --target "${GPU_TARGETS[@]}" || exit 1
 
 step "tessera_info"
-"$BUILD/src/tools/tessera_info"
-
-step "gpu tests"
-(cd "$BUILD" && ctest -L gpu --output-on-failure --timeout 300 2>&1 | tee "$BUILD/gpu.log")
-gpu_rc=${PIPESTATUS[0]}
-# Which gpu tests skipped, and why (a skip on a GPU machine is a finding, not a pass).
-grep -h -A1 "Skipped$" "$BUILD"/Testing/Temporary/LastTest.log 2>/dev/null | grep "no usable GPU\|needs" \
-  | sort | uniq -c | head -5
-
-step "unit tests"
-(cd "$BUILD" && ctest -L unit --parallel "$(nproc)" --timeout 300 >"$BUILD/unit.log" 2>&1)
-unit_rc=$?
-tail -15 "$BUILD/unit.log"
-
-step "bootstrap smoke benchmark (4 ranks)"
-"$BUILD/perf/bootstrap_perf" -n 4 -i 10
-
-step "GPU transport put bandwidth beside cudaMemcpy D2D (GPU 0; cuda_ipc: 2 processes, p2p: 2 threads)"
-timeout 300 "$BUILD/perf/gpu_transport_bw" -d 0,0 -i 20 -m 256 | tee "$BUILD/gpu_transport_bw.txt"
-bw_rc=${PIPESTATUS[0]}
-
-# Where the device tool collects files ($OUT), keep the logs.
-if [[ -n "${OUT:-}" && -d "${OUT:-}" ]]; then
-  cp "$BUILD/gpu.log" "$BUILD/unit.log" "$BUILD/gpu_transport_bw.txt" "$OUT/" 2>/dev/null
-  cp "$BUILD/Testing/Temporary/LastTest.log" "$OUT/LastTest.log" 2>/dev/null
+"$BUILD/src/tools/tessera_info" | tee "$BUILD/tessera_info.txt"
+keep "$BUILD/tessera_info.txt"
+# A device line reads "  [0] <name>  bus ..."; without one nothing below would run on a GPU.
+gpus=$(grep -c '^  \[[0-9]*\] ' "$BUILD/tessera_info.txt")
+if [[ $gpus -eq 0 ]]; then
+  echo "FAIL: tessera_info lists no usable CUDA device (see its \"CUDA devices\" section above)"
+  exit 1
 fi
 
-step "done: gpu tests rc=$gpu_rc, unit tests rc=$unit_rc, bandwidth rc=$bw_rc"
-[[ $gpu_rc -eq 0 && $unit_rc -eq 0 && $bw_rc -eq 0 ]]
+step "gpu tests (each at most $GPU_TEST_SECONDS s)"
+: >"$BUILD/gpu.log"
+: >"$BUILD/LastTest.log"
+gpu_rc=0
+mapfile -t gpu_tests < <(cd "$BUILD" && ctest -N -L gpu | sed -n 's/^ *Test *#[0-9]*: //p')
+if [[ ${#gpu_tests[@]} -eq 0 ]]; then
+  echo "FAIL: ctest lists no gpu-labelled test" | tee -a "$BUILD/gpu.log"
+  gpu_rc=1
+fi
+for t in "${gpu_tests[@]}"; do
+  re="^$(printf '%s' "$t" | sed 's/[][\.*^$+?()|]/\\&/g')\$"
+  (cd "$BUILD" && timeout -k 10 "$GPU_TEST_SECONDS" ctest -R "$re" --output-on-failure 2>&1) \
+    | tee -a "$BUILD/gpu.log"
+  rc=${PIPESTATUS[0]}
+  if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+    echo "FAIL: $t did not finish within $GPU_TEST_SECONDS s" | tee -a "$BUILD/gpu.log"
+  fi
+  [[ $rc -ne 0 ]] && gpu_rc=1
+  cat "$BUILD/Testing/Temporary/LastTest.log" >>"$BUILD/LastTest.log" 2>/dev/null
+done
+# A skipped gpu test on a GPU machine is a failure: say which, and why. Only the tests that need
+# several GPUs (*.SeparateGpus) may skip, where there is one.
+skip_ok='^$'
+[[ $gpus -lt 2 ]] && skip_ok='\.SeparateGpus '
+grep '\*\*\*Skipped' "$BUILD/gpu.log" | grep -v -- "$skip_ok" >"$BUILD/gpu_skipped.txt"
+skipped=$(wc -l <"$BUILD/gpu_skipped.txt")
+if [[ $skipped -gt 0 ]]; then
+  echo "FAIL: $skipped gpu test(s) skipped on a machine with $gpus GPU(s):" | tee -a "$BUILD/gpu.log"
+  cat "$BUILD/gpu_skipped.txt"
+  grep -h 'Skipped\|SKIPPED\|no usable GPU\|needs two' "$BUILD/LastTest.log" | sort | uniq -c | head
+  gpu_rc=1
+fi
+keep "$BUILD/gpu.log" "$BUILD/LastTest.log"
+
+step "GPU transport put bandwidth beside cudaMemcpy D2D (GPU 0; cuda_ipc: 2 processes, p2p: 2 threads)"
+timeout -k 10 300 "$BUILD/perf/gpu_transport_bw" -d 0,0 -i 20 -m 256 2>&1 \
+  | tee "$BUILD/gpu_transport_bw.txt"
+bw_rc=${PIPESTATUS[0]}
+keep "$BUILD/gpu_transport_bw.txt"
+
+step "bootstrap smoke benchmark (4 ranks)"
+timeout -k 10 120 "$BUILD/perf/bootstrap_perf" -n 4 -i 10
+
+# Host-only (CI runs them too): last, so they cannot cost the GPU figures above.
+step "build the rest, unit tests"
+unit_rc=1
+if cmake --build "$BUILD" --parallel "$(nproc)"; then
+  (cd "$BUILD" && timeout -k 10 300 ctest -L unit --parallel "$(nproc)" --timeout 300 \
+    >"$BUILD/unit.log" 2>&1)
+  unit_rc=$?
+  tail -15 "$BUILD/unit.log"
+fi
+keep "$BUILD/unit.log"
+
+step "done: gpu tests rc=$gpu_rc, bandwidth rc=$bw_rc, unit tests rc=$unit_rc"
+[[ $gpu_rc -eq 0 && $bw_rc -eq 0 && $unit_rc -eq 0 ]]

@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -108,7 +110,7 @@ int runP2p(const Options& o) {
   bo.timeoutSeconds = 120;
   std::shared_ptr<InprocGroup> group;
   if (InprocBootstrap::createGroup(2, bo, &group) != tsrSuccess) return 1;
-  int failed = 0;
+  std::atomic<int> failed{0};  // written by both rank threads
   std::vector<std::thread> ranks;
   for (int r = 0; r < 2; ++r)
     ranks.emplace_back([&, r] {
@@ -119,7 +121,7 @@ int runP2p(const Options& o) {
       }
     });
   for (auto& t : ranks) t.join();
-  return failed;
+  return failed.load();
 }
 
 int runCudaIpc(const Options& o) {
@@ -132,9 +134,18 @@ int runCudaIpc(const Options& o) {
     return 1;
   }
   std::fflush(stdout);
-  pid_t pids[2];
+  pid_t pids[2] = {-1, -1};
   for (int r = 0; r < 2; ++r) {
     pids[r] = fork();
+    if (pids[r] < 0) {
+      // Never waitpid(-1) below; a lone rank 0 would wait for its peer, so stop it.
+      std::fprintf(stderr, "fork of cuda_ipc rank %d: %s\n", r, std::strerror(errno));
+      if (r == 1) {
+        kill(pids[0], SIGKILL);
+        waitpid(pids[0], nullptr, 0);
+      }
+      return 1;
+    }
     if (pids[r] == 0) {
       std::unique_ptr<Bootstrap> b;
       Result res = TcpBootstrap::create(id, r, 2, bo, &b);
@@ -148,16 +159,22 @@ int runCudaIpc(const Options& o) {
   double until = now() + 300;
   for (int r = 0; r < 2; ++r) {
     int st = 0;
-    while (waitpid(pids[r], &st, WNOHANG) == 0) {
+    pid_t got;
+    while ((got = waitpid(pids[r], &st, WNOHANG)) == 0 || (got < 0 && errno == EINTR)) {
       if (now() > until) {
         kill(pids[0], SIGKILL);
         kill(pids[1], SIGKILL);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) failed = 1;
+    if (got < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) failed = 1;
   }
   return failed;
+}
+
+int usageError(const char* program) {
+  std::fprintf(stderr, "usage: %s [-d dev0,dev1] [-i iters] [-m maxMiB]\n", program);
+  return 2;
 }
 
 }  // namespace
@@ -166,6 +183,7 @@ int runCudaIpc(const Options& o) {
 int main(int argc, char** argv) {
   using namespace tessera;
   Options o;
+  if (argc % 2 == 0) return usageError(argv[0]);  // an option without its value
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "-d") == 0) {
       std::sscanf(argv[i + 1], "%d,%d", &o.devices[0], &o.devices[1]);
@@ -174,8 +192,7 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "-m") == 0) {
       o.maxBytes = static_cast<size_t>(std::atol(argv[i + 1])) << 20;
     } else {
-      std::fprintf(stderr, "usage: %s [-d dev0,dev1] [-i iters] [-m maxMiB]\n", argv[0]);
-      return 2;
+      return usageError(argv[0]);
     }
   }
   if (o.iters < 1 || o.maxBytes < (size_t{64} << 10)) return 2;

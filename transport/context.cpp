@@ -203,7 +203,7 @@ Result TransportContext::allocate(size_t bytes, MemoryKind kind, std::shared_ptr
       TSR_CHECK(allocateMemfd(bytes, &p, &fd, &len));
       std::function<void()> unpin;
       if (kind == MemoryKind::kCudaPinnedHost) {
-        Result r = cudaPinHostMemory(p, len, &unpin);
+        Result r = cudaPinHostMemory(p, len, &unpin, state_->cudaDevice);
         if (r != tsrSuccess) {
           munmap(p, len);
           close(fd);

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <thread>
 #endif
 
@@ -46,13 +47,15 @@ std::string waitFor(cudaStream_t stream, double seconds, const char* what) {
   }
 }
 
-// A stream and device buffers for one launch. Stream-ordered allocations: cudaMalloc/cudaFree
-// may synchronize the whole device, i.e. wait for another thread rank's kernel, which may be
-// waiting for this rank. A launch that did not finish leaks them rather than block.
+// A stream, device buffers and the host copies they are uploaded from, for one launch.
+// Stream-ordered allocations: cudaMalloc/cudaFree may synchronize the whole device, i.e. wait for
+// another thread rank's kernel, which may be waiting for this rank. A launch that did not finish
+// leaks all of them rather than block, or free host memory a pending copy still reads or writes.
 struct Launch {
   int device;
   cudaStream_t stream = nullptr;
   std::vector<void*> buffers;
+  std::vector<std::unique_ptr<std::vector<unsigned char>>> hostBuffers;
   bool finished = false;
   explicit Launch(int dev) : device(dev) {}
   std::string start() {
@@ -60,12 +63,20 @@ struct Launch {
     TK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     return "";
   }
+  // Host memory of `bytes` that lives as long as this launch (for an asynchronous copy).
+  unsigned char* hostBuffer(size_t bytes) {
+    hostBuffers.push_back(std::make_unique<std::vector<unsigned char>>(bytes));
+    return hostBuffers.back()->data();
+  }
   template <typename T>
   std::string upload(const std::vector<T>& v, T** out) {
+    const size_t bytes = sizeof(T) * v.size();
+    unsigned char* staged = hostBuffer(bytes);
+    std::memcpy(staged, v.data(), bytes);
     void* p = nullptr;
-    TK_CUDA(cudaMallocAsync(&p, sizeof(T) * v.size(), stream));
+    TK_CUDA(cudaMallocAsync(&p, bytes, stream));
     buffers.push_back(p);
-    TK_CUDA(cudaMemcpyAsync(p, v.data(), sizeof(T) * v.size(), cudaMemcpyHostToDevice, stream));
+    TK_CUDA(cudaMemcpyAsync(p, staged, bytes, cudaMemcpyHostToDevice, stream));
     *out = static_cast<T*>(p);
     return "";
   }
@@ -77,18 +88,21 @@ struct Launch {
   std::string finish(const int* status, size_t n, double seconds, const char* what) {
     std::string w = waitFor(stream, seconds, what);
     if (!w.empty()) return w;
-    finished = true;
-    std::vector<int> got(n);
-    TK_CUDA(cudaMemcpyAsync(got.data(), status, sizeof(int) * n, cudaMemcpyDeviceToHost, stream));
+    auto* got = reinterpret_cast<int*>(hostBuffer(sizeof(int) * n));
+    TK_CUDA(cudaMemcpyAsync(got, status, sizeof(int) * n, cudaMemcpyDeviceToHost, stream));
     w = waitFor(stream, seconds, "reading the kernel's status");
     if (!w.empty()) return w;
+    finished = true;
     std::string out;
     for (size_t b = 0; b < n; ++b)
       if (got[b] != 0) out += strprintf("%s block %zu failed at step %d; ", what, b, got[b]);
     return out;
   }
   ~Launch() {
-    if (!finished) return;
+    if (!finished) {
+      for (auto& h : hostBuffers) (void)h.release();  // a copy may still be pending
+      return;
+    }
     for (void* p : buffers) cudaFreeAsync(p, stream);
     if (stream != nullptr) cudaStreamDestroy(stream);
     cudaGetLastError();

@@ -237,10 +237,6 @@ Result cudaAllocateShareable(size_t bytes, int device, CudaAllocation* out) {
   if (guard.status() != cudaSuccess)
     return TSR_FAIL(tsrUnhandledCudaError, "cudaSetDevice(%d) to allocate %zu bytes: %s", device,
                     bytes, cudaErrorText(guard.status()).c_str());
-  cudaError_t e = cudaFree(nullptr);  // makes the primary context current for the driver calls
-  if (e != cudaSuccess)
-    return TSR_FAIL(tsrUnhandledCudaError, "starting CUDA on device %d: %s", device,
-                    cudaErrorText(e).c_str());
   std::string whyNot = "tests asked for cudaMalloc";
   if (!preferLegacy.load(std::memory_order_relaxed) && vmmUsable(device, &whyNot)) {
     Result r = allocateVmm(bytes, device, out);
@@ -251,11 +247,48 @@ Result cudaAllocateShareable(size_t bytes, int device, CudaAllocation* out) {
   return allocateLegacy(bytes, device, out);
 }
 
-Result cudaPinHostMemory(void* ptr, size_t bytes, std::function<void()>* unpin) {
-  cudaError_t e = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped);
+Result cudaPinHostMemory(void* ptr, size_t bytes, std::function<void()>* unpin, int device) {
+  // The registration is portable (every device maps it), but the current device's context is the
+  // one it is made in and the one asked for the device address below.
+  CudaDeviceGuard guard(device);
+  if (guard.status() != cudaSuccess)
+    return TSR_FAIL(tsrUnhandledCudaError, "cudaSetDevice(%d) to pin %zu host bytes: %s", device,
+                    bytes, cudaErrorText(guard.status()).c_str());
+  int current = device;
+  if (current < 0 && cudaGetDevice(&current) != cudaSuccess) {
+    cudaGetLastError();
+    current = 0;
+  }
+  // The device handles (FIFO, semaphores) hand the host address of pinned memory to kernels.
+  int sameAddress = 0;
+  cudaError_t e =
+      cudaDeviceGetAttribute(&sameAddress, cudaDevAttrCanUseHostPointerForRegisteredMem, current);
   if (e != cudaSuccess)
-    return TSR_FAIL(tsrUnhandledCudaError, "cudaHostRegister(%p, %zu bytes): %s", ptr, bytes,
-                    cudaErrorText(e).c_str());
+    return TSR_FAIL(tsrUnhandledCudaError,
+                    "cudaDeviceGetAttribute(CanUseHostPointerForRegisteredMem) on device %d: %s",
+                    current, cudaErrorText(e).c_str());
+  if (!sameAddress)
+    return TSR_FAIL(tsrInvalidUsage,
+                    "device %d cannot use the host address of registered host memory "
+                    "(cudaDevAttrCanUseHostPointerForRegisteredMem is 0); tessera's GPU FIFOs and "
+                    "semaphores need that, so this platform is unsupported",
+                    current);
+  e = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped);
+  if (e != cudaSuccess)
+    return TSR_FAIL(tsrUnhandledCudaError, "cudaHostRegister(%p, %zu bytes) on device %d: %s", ptr,
+                    bytes, current, cudaErrorText(e).c_str());
+  void* devicePtr = nullptr;
+  e = cudaHostGetDevicePointer(&devicePtr, ptr, 0);
+  if (e != cudaSuccess || devicePtr != ptr) {
+    std::string why = e != cudaSuccess ? cudaErrorText(e) : strprintf("it is %p", devicePtr);
+    cudaHostUnregister(ptr);
+    cudaGetLastError();
+    return TSR_FAIL(tsrInvalidUsage,
+                    "the device address of pinned host memory %p on device %d is not the host "
+                    "address (%s); tessera's GPU FIFOs and semaphores need that, so this platform "
+                    "is unsupported",
+                    ptr, current, why.c_str());
+  }
   *unpin = [ptr] {
     cudaError_t u = cudaHostUnregister(ptr);
     if (u != cudaSuccess) TSR_WARN("cudaHostUnregister(%p): %s", ptr, cudaErrorText(u).c_str());
@@ -264,6 +297,8 @@ Result cudaPinHostMemory(void* ptr, size_t bytes, std::function<void()>* unpin) 
 }
 
 Result cudaPointerDevice(const void* ptr, int* device, std::string* why) {
+  // No device guard: the pointer's device is what this asks, and unified addressing answers for
+  // any device from any current one.
   *device = -1;
   cudaPointerAttributes attr{};
   cudaError_t e = cudaPointerGetAttributes(&attr, ptr);

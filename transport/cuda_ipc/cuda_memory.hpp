@@ -25,9 +25,11 @@ struct CudaAllocation {
 // where the driver supports it, else cudaMalloc (legacy IPC handles).
 Result cudaAllocateShareable(size_t bytes, int device, CudaAllocation* out);
 
-// Pins [ptr, ptr + bytes) and maps it for the GPU (cudaHostRegister, portable and mapped);
-// *unpin undoes it.
-Result cudaPinHostMemory(void* ptr, size_t bytes, std::function<void()>* unpin);
+// Pins [ptr, ptr + bytes) and maps it for the GPU (cudaHostRegister, portable and mapped), made on
+// `device` (-1: the calling thread's current device); *unpin undoes it. Fails (tsrInvalidUsage)
+// where the GPU cannot use the host address itself: the device handles of FIFOs and semaphores
+// pass host addresses of pinned memory to kernels.
+Result cudaPinHostMemory(void* ptr, size_t bytes, std::function<void()>* unpin, int device = -1);
 
 // The device a pointer lives on, or -1 with a reason when it is not CUDA device memory.
 Result cudaPointerDevice(const void* ptr, int* device, std::string* why);

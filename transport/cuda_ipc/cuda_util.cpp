@@ -63,7 +63,9 @@ CudaDeviceGuard::CudaDeviceGuard(int device) {
     cudaGetLastError();
     previous_ = -1;
   }
-  if (device >= 0 && device != previous_) status_ = cudaSetDevice(device);
+  // Even when `device` is already current: since CUDA 12, cudaSetDevice also initializes the
+  // primary context and makes it current, which the driver calls (cuMem*) need.
+  if (device >= 0) status_ = cudaSetDevice(device);
   if (status_ != cudaSuccess) cudaGetLastError();
 }
 

@@ -48,7 +48,9 @@ std::string cudaErrorText(cudaError_t e);
 std::string cuErrorText(CUresult r);
 
 // Makes `device` current on the calling thread for the guard's life, then restores the old one.
-// Thread ranks of one process share the runtime but not the current device.
+// Thread ranks of one process share the runtime but not the current device. The device's primary
+// context is initialized and current afterwards (cudaSetDevice does that since CUDA 12), so
+// driver calls may follow.
 class CudaDeviceGuard {
  public:
   explicit CudaDeviceGuard(int device);
