@@ -1,15 +1,16 @@
 // transport_perf: one-sided put bandwidth and signal round-trip latency of each transport between
 // two ranks (inproc: threads; shm, ucx: forked processes), printed like nccl-tests, side by side
-// with a reference measured in the same run: memcpy between two warm buffers of one process
-// (inproc, shm) and ucx_perftest's ucp_put_bw with the same UCX_TLS (ucx).
+// with a reference measured in the same run: a plain memcpy of the same bytes to the same
+// destination pages, interleaved with the puts (inproc, shm), and ucx_perftest's ucp_put_bw with
+// the same UCX_TLS and puts in flight (ucx).
 //
 //   transport_perf [-b min] [-e max] [-f factor] [-n iters] [-w warmup] [-t inproc,shm,ucx]
 //                  [-u tcp|sm] [-N puts] [-L max latency bytes] [-B bytes per size] [-P]
 //                  [-p port] [-O perftest outstanding] [-T timeout s] [-J file.json]
 //
 // Bandwidth: per iteration rank 0 issues N puts of `size` bytes back to back from its registered
-// memory into rank 1's, then one flush + signal; rank 1 waits for the signal and acknowledges
-// with a signal of its own, which ends rank 0's clock. algbw = N * size / median iteration time.
+// memory into rank 1's and flushes (timed), then signals; rank 1 waits for the signal and
+// acknowledges (untimed). algbw = N * size / median iteration time.
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,7 +38,8 @@ namespace {
       "  -n <iters>   timed iterations per size (20; fewer above -B bytes per size)\n"
       "  -w <iters>   warmup iterations per size (5)\n"
       "  -t <list>    transports, comma-separated: inproc,shm,ucx (all)\n"
-      "  -u <tls>     UCX_TLS for tessera's ucx ranks and for ucx_perftest, e.g. tcp, sm, cma,tcp (tcp)\n"
+      "  -u <tls>     UCX_TLS for tessera's ucx ranks and for ucx_perftest, e.g. tcp, sm, cma,tcp "
+      "(tcp)\n"
       "  -N <puts>    puts per iteration (0: 4 MiB / size, between 1 and 1024)\n"
       "  -L <bytes>   largest size of the latency ping-pong (1M; 0: bare signal only)\n"
       "  -B <bytes>   bytes moved per size and table before iterations are capped (512M)\n"

@@ -86,11 +86,13 @@ void printHeader(const Options& o, const RankPlan& plan) {
                                         : std::to_string(o.perftestOutstanding).c_str()),
       plan.viaProxy ? "port channel (proxy thread)" : "direct Connection calls", o.timeoutSeconds);
   std::printf(
-      "#  bandwidth: per iteration rank 0 puts `count` x `size` bytes back to back, then "
-      "flush + signal; rank 1 waits and acknowledges; time = median iteration (min too)\n");
+      "#  bandwidth: per iteration rank 0 puts `count` x `size` bytes back to back and flushes "
+      "(timed: first put to flush done, as ucx_perftest times put_bw), then signals; rank 1 "
+      "waits and acknowledges (untimed); time = median iteration (min too)\n");
   std::printf(
-      "#  algbw = count * size / time.  latency: ping-pong, each way put (size > 0) + "
-      "flush + signal; size 0 = bare signal round trip\n");
+      "#  algbw = count * size / time.  memcpy: the same bytes by plain memcpy to the same "
+      "destination pages, interleaved with the puts.  latency: ping-pong, each way put "
+      "(size > 0) + flush + signal; size 0 = bare signal round trip\n");
   std::fflush(stdout);
 }
 
