@@ -10,18 +10,28 @@
 namespace tessera::test {
 namespace {
 
+// Two thread ranks joined by a connection, one exchanged region each and a semaphore.
+struct Pair {
+  std::shared_ptr<Connection> conn;
+  std::shared_ptr<Memory> mem;
+  std::shared_ptr<RemoteMemory> remote;
+  std::shared_ptr<Semaphore> sem;
+};
+
+Result connectPair(TransportContext& ctx, size_t bytes, Pair* out) {
+  TSR_CHECK(ctx.connect(1 - ctx.rank(), &out->conn));
+  TSR_CHECK(ctx.allocate(bytes, MemoryKind::kHost, &out->mem));
+  TSR_CHECK(ctx.exchangeMemory(*out->conn, *out->mem, &out->remote));
+  return ctx.createSemaphore(out->conn, &out->sem);
+}
+
 TEST(TransportInproc, PutSignalWaitAndChannels) {
   auto results = runTransportRanks(RankMode::kThreads, 2, [](TransportContext& ctx) -> std::string {
     int peer = 1 - ctx.rank();
-    std::shared_ptr<Connection> conn;
-    TT_CHECK_OK(ctx.connect(peer, &conn));
+    Pair pair;
+    TT_CHECK_OK(connectPair(ctx, 4096, &pair));
+    auto& [conn, mem, remote, sem] = pair;
     TT_CHECK(conn->kind() == TransportKind::kInproc, "kind %s", transportName(conn->kind()));
-    std::shared_ptr<Memory> mem;
-    TT_CHECK_OK(ctx.allocate(4096, MemoryKind::kHost, &mem));
-    std::shared_ptr<RemoteMemory> remote;
-    TT_CHECK_OK(ctx.exchangeMemory(*conn, *mem, &remote));
-    std::shared_ptr<Semaphore> sem;
-    TT_CHECK_OK(ctx.createSemaphore(conn, &sem));
     auto* bytes = static_cast<uint8_t*>(mem->data());
     for (size_t i = 0; i < 1024; ++i) bytes[i] = pattern(ctx.rank(), 0, i);
     TT_CHECK_OK(conn->put(*remote, 2048, *mem, 0, 1024));
@@ -123,15 +133,9 @@ TEST(TransportInproc, ImportKeepsTheRegionAlive) {
 // deadline, and not as a destroyed communicator).
 TEST(TransportInproc, AbortInterruptsWaitsAndPortChannels) {
   auto results = runTransportRanks(RankMode::kThreads, 2, [](TransportContext& ctx) -> std::string {
-    int peer = 1 - ctx.rank();
-    std::shared_ptr<Connection> conn;
-    TT_CHECK_OK(ctx.connect(peer, &conn));
-    std::shared_ptr<Memory> mem;
-    TT_CHECK_OK(ctx.allocate(4096, MemoryKind::kHost, &mem));
-    std::shared_ptr<RemoteMemory> remote;
-    TT_CHECK_OK(ctx.exchangeMemory(*conn, *mem, &remote));
-    std::shared_ptr<Semaphore> sem;
-    TT_CHECK_OK(ctx.createSemaphore(conn, &sem));
+    Pair pair;
+    TT_CHECK_OK(connectPair(ctx, 4096, &pair));
+    auto& [conn, mem, remote, sem] = pair;
     std::unique_ptr<PortChannel> pc;
     TT_CHECK_OK(ctx.createPortChannel(conn, remote, mem, sem, &pc));
     TT_CHECK_OK(ctx.bootstrap().barrier());
