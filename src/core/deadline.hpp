@@ -38,7 +38,9 @@ class Deadline {
   double seconds_ = 0;
 };
 
-// Backoff for polling loops: spin, then yield, then sleep (up to 1 ms).
+// Backoff for host polling loops: the same steps as device::backoff (tessera/device/atomics.hpp),
+// the one policy for every wait: spin, then yield, then sleep, at most 100 us at a time (a
+// transport wait pays each sleep as latency).
 class Backoff {
  public:
   void pause();

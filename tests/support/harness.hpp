@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace tessera::test {
 
@@ -13,6 +14,11 @@ namespace tessera::test {
 // `deadlineSeconds`, the test fails naming the ranks still running, and the process exits
 // (a hung rank cannot be cancelled; ending the process is the only way not to hang ctest).
 void runRanks(int nranks, const std::function<void(int rank)>& body, double deadlineSeconds = 60);
+
+// Forks `n` children (ranks as processes); child r runs body(r) and _exits with its return
+// value (an exception: 98). Waits at most `timeoutSeconds`, then kills what is left. Returns each
+// child's exit code (128 + signal when it was killed; -1 when the fork failed).
+std::vector<int> forkRanks(int n, const std::function<int(int rank)>& body, double timeoutSeconds);
 
 // Sets an environment variable for the life of the object, then restores the old value.
 class ScopedEnv {

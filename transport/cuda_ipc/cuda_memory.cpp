@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -316,43 +317,40 @@ Result cudaPointerDevice(const void* ptr, int* device, std::string* why) {
   return tsrSuccess;
 }
 
-Result cudaReadWord(const uint64_t* devicePtr, uint64_t* value) {
+namespace {
+// One operation on a device word: issued by `issue` on the word's device's utility stream, then
+// waited for (each of these is a host thread reading or signalling a GPU semaphore).
+Result wordOp(const void* devicePtr, const char* what,
+              const std::function<cudaError_t(cudaStream_t)>& issue) {
   int dev = -1;
-  TSR_CHECK(wordDevice(devicePtr, &dev, "reading a device word"));
+  TSR_CHECK(wordDevice(devicePtr, &dev, what));
   cudaStream_t s;
   TSR_CHECK(utilityStream(dev, &s));
   CudaDeviceGuard guard(dev);
-  cudaError_t e = cudaMemcpyAsync(value, devicePtr, sizeof *value, cudaMemcpyDeviceToHost, s);
+  cudaError_t e = issue(s);
   if (e != cudaSuccess)
-    return TSR_FAIL(tsrUnhandledCudaError, "reading the device word at %p: %s", devicePtr,
+    return TSR_FAIL(tsrUnhandledCudaError, "%s at %p: %s", what, devicePtr,
                     cudaErrorText(e).c_str());
-  return waitStream(s, Deadline::after(kWordSeconds), "reading a device word");
+  return waitStream(s, Deadline::after(kWordSeconds), what);
+}
+}  // namespace
+
+Result cudaReadWord(const uint64_t* devicePtr, uint64_t* value) {
+  return wordOp(devicePtr, "reading a device word", [&](cudaStream_t s) {
+    return cudaMemcpyAsync(value, devicePtr, sizeof *value, cudaMemcpyDeviceToHost, s);
+  });
 }
 
 Result cudaWriteWord(uint64_t* devicePtr, uint64_t value) {
-  int dev = -1;
-  TSR_CHECK(wordDevice(devicePtr, &dev, "writing a device word"));
-  cudaStream_t s;
-  TSR_CHECK(utilityStream(dev, &s));
-  CudaDeviceGuard guard(dev);
-  cudaError_t e = cudaMemcpyAsync(devicePtr, &value, sizeof value, cudaMemcpyHostToDevice, s);
-  if (e != cudaSuccess)
-    return TSR_FAIL(tsrUnhandledCudaError, "writing the device word at %p: %s", devicePtr,
-                    cudaErrorText(e).c_str());
-  return waitStream(s, Deadline::after(kWordSeconds), "writing a device word");
+  // `value` lives on this stack until wordOp has waited for the copy.
+  return wordOp(devicePtr, "writing a device word", [&](cudaStream_t s) {
+    return cudaMemcpyAsync(devicePtr, &value, sizeof value, cudaMemcpyHostToDevice, s);
+  });
 }
 
 Result cudaAddWord(uint64_t* devicePtr, uint64_t value) {
-  int dev = -1;
-  TSR_CHECK(wordDevice(devicePtr, &dev, "adding to a device word"));
-  cudaStream_t s;
-  TSR_CHECK(utilityStream(dev, &s));
-  CudaDeviceGuard guard(dev);
-  cudaError_t e = launchAddWord(devicePtr, value, s);
-  if (e != cudaSuccess)
-    return TSR_FAIL(tsrUnhandledCudaError, "launching the add on the device word at %p: %s",
-                    devicePtr, cudaErrorText(e).c_str());
-  return waitStream(s, Deadline::after(kWordSeconds), "adding to a device word");
+  return wordOp(devicePtr, "adding to a device word",
+                [&](cudaStream_t s) { return launchAddWord(devicePtr, value, s); });
 }
 
 bool cudaVmmAllocationInfo(const void* ptr, size_t* bytes, size_t* granularity) {

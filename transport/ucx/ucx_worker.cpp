@@ -3,8 +3,6 @@
 #include <chrono>
 #include <cstdlib>
 
-#include "tessera/device/atomics.hpp"
-
 namespace tessera {
 namespace {
 constexpr Subsys kLogSubsys = Subsys::kTransport;
@@ -92,9 +90,8 @@ ucs_status_t UcxWorker::wait(ucs_status_ptr_t request, const Deadline& deadline,
                              const std::atomic<bool>* aborted) {
   if (request == nullptr) return UCS_OK;
   if (UCS_PTR_IS_ERR(request)) return UCS_PTR_STATUS(request);
-  // Spin and yield first (a put or flush usually completes in microseconds), then sleep in
-  // steps of at most 100 us: never the 1 ms naps of the bootstrap's Backoff.
-  for (uint32_t iter = 0;; ++iter) {
+  Backoff backoff;
+  for (;;) {
     ucs_status_t s;
     {
       std::lock_guard<std::mutex> lock(mutex);
@@ -114,7 +111,7 @@ ucs_status_t UcxWorker::wait(ucs_status_ptr_t request, const Deadline& deadline,
         return UCS_ERR_TIMED_OUT;
       }
     }
-    device::backoff(iter);
+    backoff.pause();
   }
 }
 

@@ -94,7 +94,12 @@ TSR_INLINE void backoff(uint32_t iter) {
 #if defined(__CUDA_ARCH__)
   if (iter > 64) __nanosleep(iter > 4096 ? 4096 : iter);
 #else
-  if (iter < 256) return;
+  if (iter < 256) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();  // tells the core this is a spin loop
+#endif
+    return;
+  }
   if (iter < 1024) {
     sched_yield();
     return;

@@ -30,11 +30,6 @@ inline uint8_t pattern(int rank, int round, size_t i) {
 }
 std::vector<uint8_t> patternBuffer(int rank, int round, size_t bytes);
 
-// Forks `n` children; child r runs body(r) and _exits with its return value. Waits at most
-// `timeoutSeconds`, then kills what is left. Returns each child's exit code (128 + signal
-// when it was killed).
-std::vector<int> forkRanks(int n, const std::function<int(int rank)>& body, double timeoutSeconds);
-
 // Seconds since construction.
 class Stopwatch {
  public:

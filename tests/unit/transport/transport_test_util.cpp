@@ -1,15 +1,9 @@
 #include "transport_test_util.hpp"
 
 #include <dirent.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <cstring>
-#include <thread>
 
 #include "bootstrap/inproc_bootstrap.hpp"
 #include "bootstrap/tcp_bootstrap.hpp"
@@ -87,58 +81,32 @@ std::vector<std::string> runTransportRanks(RankMode mode, int nranks, const Rank
     return results;
   }
   std::memset(shared, 0, bytes);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < nranks; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      std::string out;
-      std::unique_ptr<Bootstrap> b;
-      if (TcpBootstrap::create(id, r, nranks, bo, &b) != tsrSuccess)
-        out = std::string("TcpBootstrap::create: ") + lastErrorMessage();
-      else
-        out = runOne(*b, body, options);
-      if (out.empty()) out = "ok";
-      std::strncpy(static_cast<char*>(shared) + kSlot * static_cast<size_t>(r), out.c_str(),
-                   kSlot - 1);
-      b.reset();
-      std::fflush(stderr);
-      _exit(0);
-    }
-    pids.push_back(pid);
-  }
-  auto start = std::chrono::steady_clock::now();
-  std::vector<int> status(pids.size(), -1);
-  size_t left = pids.size();
-  while (left > 0) {
-    for (size_t i = 0; i < pids.size(); ++i) {
-      if (status[i] != -1 || pids[i] <= 0) continue;
-      int st = 0;
-      if (waitpid(pids[i], &st, WNOHANG) == pids[i]) {
-        status[i] = st;
-        --left;
-      }
-    }
-    double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (left > 0 && elapsed > options.runSeconds) {
-      for (size_t i = 0; i < pids.size(); ++i)
-        if (status[i] == -1 && pids[i] > 0) kill(pids[i], SIGKILL);
-    }
-    if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  for (size_t i = 0; i < pids.size(); ++i) {
+  std::vector<int> codes = forkRanks(
+      nranks,
+      [&](int r) {
+        std::string out;
+        std::unique_ptr<Bootstrap> b;
+        if (TcpBootstrap::create(id, r, nranks, bo, &b) != tsrSuccess)
+          out = std::string("TcpBootstrap::create: ") + lastErrorMessage();
+        else
+          out = runOne(*b, body, options);
+        if (out.empty()) out = "ok";
+        std::strncpy(static_cast<char*>(shared) + kSlot * static_cast<size_t>(r), out.c_str(),
+                     kSlot - 1);
+        return 0;
+      },
+      options.runSeconds);
+  for (size_t i = 0; i < codes.size(); ++i) {
     const char* text = static_cast<const char*>(shared) + kSlot * i;
-    if (pids[i] <= 0) {
+    if (codes[i] == -1) {
       results[i] = "fork failed";
-    } else if (WIFSIGNALED(status[i])) {
-      results[i] = strprintf("killed by signal %d%s", WTERMSIG(status[i]),
+    } else if (codes[i] >= 128) {
+      results[i] = strprintf("killed by signal %d%s", codes[i] - 128,
                              text[0] ? (std::string(" after: ") + text).c_str() : "");
-    } else if (std::strcmp(text, "ok") == 0) {
+    } else if (codes[i] == 0 && std::strcmp(text, "ok") == 0) {
       results[i] = "";
     } else {
-      results[i] = text[0] ? text : "exited without a result";
+      results[i] = text[0] ? text : strprintf("exited with code %d without a result", codes[i]);
     }
   }
   munmap(shared, bytes);
