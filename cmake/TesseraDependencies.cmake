@@ -120,6 +120,31 @@ else()
   set(TESSERA_NVML_ENABLED ON)
 endif()
 
+# ---- JSON (nlohmann-json, header-only) -------------------------------------------------------
+# Plans read and write JSON. TESSERA_JSON_INCLUDE_DIR points at a folder holding
+# nlohmann/json.hpp where no CMake package is installed (the GPU machine carries the header).
+set(TESSERA_HAVE_JSON OFF)
+set(TESSERA_JSON_INCLUDE_DIR "" CACHE PATH "Folder with nlohmann/json.hpp (when no package is found)")
+if(NOT TESSERA_WITH_JSON STREQUAL "OFF")
+  find_package(nlohmann_json 3 QUIET)
+  if(nlohmann_json_FOUND)
+    set(TESSERA_HAVE_JSON ON)
+    set(_json_where "nlohmann_json ${nlohmann_json_VERSION}")
+  elseif(TESSERA_JSON_INCLUDE_DIR AND EXISTS "${TESSERA_JSON_INCLUDE_DIR}/nlohmann/json.hpp")
+    add_library(nlohmann_json::nlohmann_json INTERFACE IMPORTED)
+    set_target_properties(nlohmann_json::nlohmann_json PROPERTIES
+      INTERFACE_INCLUDE_DIRECTORIES "${TESSERA_JSON_INCLUDE_DIR}")
+    set(TESSERA_HAVE_JSON ON)
+    set(_json_where "${TESSERA_JSON_INCLUDE_DIR}")
+  endif()
+endif()
+tessera_require(JSON TESSERA_HAVE_JSON)
+if(TESSERA_HAVE_JSON)
+  tessera_dep_note(JSON "${_json_where}" "plan files (tessera_plan, --plan), TESSERA_TUNER_FILE")
+else()
+  tessera_dep_note(JSON "" "plan files and TESSERA_TUNER_FILE report that JSON support was not built in")
+endif()
+
 # ---- GoogleTest ---------------------------------------------------------------------------
 set(TESSERA_GTEST_FROM "")
 if(TESSERA_BUILD_TESTS)

@@ -161,6 +161,55 @@ TSR_API tsrResult_t tsrRedOpCreatePreMulSum(tsrRedOp_t* op, void* scalar, tsrDat
                                             tsrScalarResidence_t residence, tsrComm_t comm);
 TSR_API tsrResult_t tsrRedOpDestroy(tsrRedOp_t op, tsrComm_t comm);
 
+/* ---- Collectives --------------------------------------------------------------------------
+ * The shapes are NCCL's. `stream` is a cudaStream_t (struct CUstream_st* is the very same type);
+ * host buffers run on the host executor and ignore it: the call returns when the result is in
+ * recvbuff. Device buffers return tsrInvalidUsage until the device executor exists.
+ * In place as in NCCL: allreduce/broadcast/reduce: sendbuff == recvbuff; allgather:
+ * sendbuff == recvbuff + rank * sendcount; reducescatter: recvbuff == sendbuff + rank * recvcount.
+ * alltoall has no in-place form. Every rank must call the same collectives in the same order. */
+typedef struct CUstream_st* tsrStream_t;
+
+TSR_API tsrResult_t tsrAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                 tsrDataType_t datatype, tsrRedOp_t op, tsrComm_t comm,
+                                 tsrStream_t stream);
+/* sendbuff holds nranks * recvcount elements; rank r receives the reduction of block r. */
+TSR_API tsrResult_t tsrReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                     tsrDataType_t datatype, tsrRedOp_t op, tsrComm_t comm,
+                                     tsrStream_t stream);
+/* recvbuff holds nranks * sendcount elements, rank r's at offset r * sendcount. */
+TSR_API tsrResult_t tsrAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                 tsrDataType_t datatype, tsrComm_t comm, tsrStream_t stream);
+/* sendbuff is read on the root only (it may be NULL elsewhere). */
+TSR_API tsrResult_t tsrBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                 tsrDataType_t datatype, int root, tsrComm_t comm,
+                                 tsrStream_t stream);
+/* recvbuff is written on the root only (it may be NULL elsewhere). */
+TSR_API tsrResult_t tsrReduce(const void* sendbuff, void* recvbuff, size_t count,
+                              tsrDataType_t datatype, tsrRedOp_t op, int root, tsrComm_t comm,
+                              tsrStream_t stream);
+/* Both buffers hold nranks * count elements; block p of sendbuff goes to rank p. */
+TSR_API tsrResult_t tsrAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                tsrDataType_t datatype, tsrComm_t comm, tsrStream_t stream);
+/* Point to point. A peer equal to the caller's rank is valid (the matching receive must be in
+ * the same group). Outside a group a send waits for its matching receive. */
+TSR_API tsrResult_t tsrSend(const void* sendbuff, size_t count, tsrDataType_t datatype, int peer,
+                            tsrComm_t comm, tsrStream_t stream);
+TSR_API tsrResult_t tsrRecv(void* recvbuff, size_t count, tsrDataType_t datatype, int peer,
+                            tsrComm_t comm, tsrStream_t stream);
+
+/* Groups: calls between tsrGroupStart and tsrGroupEnd (per thread, nestable) are queued and
+ * issued together at the outermost tsrGroupEnd; sends and receives inside a group, in any order,
+ * do not deadlock. Errors of queued calls are returned by tsrGroupEnd. */
+TSR_API tsrResult_t tsrGroupStart(void);
+TSR_API tsrResult_t tsrGroupEnd(void);
+
+/* Zero-copy: a registered buffer may be read and written by peers directly, so collectives on it
+ * skip the staging copies. Local (not collective). The handle is released by tsrCommDeregister,
+ * which must not race with a collective using the buffer. */
+TSR_API tsrResult_t tsrCommRegister(const tsrComm_t comm, void* buff, size_t size, void** handle);
+TSR_API tsrResult_t tsrCommDeregister(const tsrComm_t comm, void* handle);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

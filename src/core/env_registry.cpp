@@ -109,6 +109,28 @@ constexpr EnvVarInfo kRegistry[] = {
      "seconds a transport wait (semaphore, flush, proxy FIFO, connection setup) may take before "
      "it fails with tsrTimeout naming rank, peer and operation",
      nullptr, 0.001, 1e7, nullptr},
+    {"TESSERA_ALGO", EnvType::kString, "",
+     "algorithms the tuner may pick, in NCCL's syntax: \"ring,tree\" (only these), \"^tree\" (all "
+     "but), \"allreduce:ring;allgather:^rhd\" (per collective); families: ring, tree, rhd, oneshot, "
+     "twoshot, pairwise, hier (checked when a communicator first runs a collective)",
+     nullptr, 0, 0, nullptr},
+    {"TESSERA_PROTO", EnvType::kString, "",
+     "protocols the tuner may pick, in NCCL's syntax (\"simple\", \"^ll\"); the host executor has "
+     "only simple, and a value that leaves none is an error",
+     nullptr, 0, 0, nullptr},
+    {"TESSERA_DETERMINISTIC", EnvType::kBool, "0",
+     "1: reducing collectives use only algorithms that combine ranks in one fixed order (0, 1, ..., "
+     "n-1), so floating-point results do not depend on the algorithm, message size or rank count "
+     "grouping",
+     nullptr, 0, 0, nullptr},
+    {"TESSERA_TUNER_FILE", EnvType::kString, "",
+     "JSON file with the tuner's alpha-beta parameters per transport (see collectives/tuner); "
+     "default: built-in values",
+     nullptr, 0, 0, nullptr},
+    {"TESSERA_SCRATCH_BYTES", EnvType::kInt, "8388608",
+     "bytes of staging memory per plan and rank; larger messages are pipelined through it in "
+     "slices",
+     nullptr, 4096, 1099511627776.0, nullptr},
 };
 
 }  // namespace

@@ -1,0 +1,103 @@
+// The collective engine: one per communicator rank. src/comm hands it validated calls; it picks a
+// plan (tuner + plan cache), binds the plan to memory and channels, and returns an Operation that
+// the host executor progresses (DESIGN.md, "One call, end to end").
+//
+// Calls are matched across ranks by order, as in NCCL: every rank starts the same collectives in
+// the same order. Plan resources (scratch, semaphores, imported peer memory) are made the first
+// time a plan is used, collectively among the ranks the plan connects (pairwise, over the
+// transport context), and kept in the plan cache for the communicator's life.
+//
+// Operations never block: progress() does what it can and returns, so one thread can drive the
+// operations of several communicators (a group) without deadlock. runOperations() drives a set
+// to completion with a deadline.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/plan/plan.hpp"
+#include "collectives/tuner/tuner.hpp"
+#include "core/reduce_op.hpp"
+#include "core/status.hpp"
+#include "tessera/tessera.h"
+
+namespace tessera {
+
+class TransportContext;
+
+// One collective call. `count` is the API's count: allreduce, broadcast, reduce: elements of
+// each buffer; reducescatter: recvcount (the input holds nranks * count); allgather: sendcount
+// (the output holds nranks * count); alltoall: elements per peer (both hold nranks * count).
+// In place is detected from the pointers as NCCL defines it (allreduce/broadcast/reduce:
+// sendbuf == recvbuf; allgather: sendbuf == recvbuf + rank * count; reducescatter:
+// recvbuf == sendbuf + rank * count). The caller (src/comm) has validated pointers, counts,
+// datatype, op and root.
+struct CollCall {
+  Collective collective = Collective::kAllReduce;
+  const void* sendbuf = nullptr;
+  void* recvbuf = nullptr;
+  size_t count = 0;
+  tsrDataType_t dtype = tsrFloat32;
+  RedOpDesc op;  // ignored by non-reducing collectives
+  int root = 0;
+  // Overrides of the tuner's choice (perf binaries' -A and --plan): a family name, or a plan.
+  std::string algorithm;
+  std::shared_ptr<const Plan> plan;  // must match collective and nranks; verified on first use
+};
+
+// One send or receive of a group (tsrSend / tsrRecv). A peer equal to the rank is valid: the
+// matching receive must be in the same group.
+struct P2PCall {
+  bool isSend = true;
+  int peer = 0;
+  const void* sendbuf = nullptr;  // isSend
+  void* recvbuf = nullptr;        // !isSend
+  size_t count = 0;
+  tsrDataType_t dtype = tsrFloat32;
+};
+
+class Operation {
+ public:
+  virtual ~Operation() = default;
+  // Moves the operation on without blocking. Sets *done once the result is in place (the
+  // caller's buffers may then be reused). An error is final: the operation (and its
+  // communicator's engine) must not be progressed again.
+  virtual Result progress(bool* done) = 0;
+  // For error sentences: "allreduce ring n=4 count=1024 float32 sum (call 17)".
+  virtual std::string describe() const = 0;
+};
+
+// Progresses every operation round-robin until all are done, backing off (spin, yield, sleep)
+// when none moved; tsrTimeout naming the operations still pending after `timeoutSeconds`.
+Result runOperations(const std::vector<Operation*>& ops, double timeoutSeconds);
+
+struct EngineOptions {
+  TransportContext* transports = nullptr;  // required; outlives the engine
+  int rank = 0;
+  int nranks = 1;
+  std::vector<int> hostOf;      // host index of each rank (size nranks)
+  double timeoutSeconds = 300;  // every wait's deadline
+  size_t scratchBytes = 0;      // per plan; 0: TESSERA_SCRATCH_BYTES
+};
+
+class CollectiveEngine {
+ public:
+  static Result create(const EngineOptions& options, std::unique_ptr<CollectiveEngine>* out);
+  virtual ~CollectiveEngine() = default;
+
+  // Starts a collective. May block for the one-time setup of a plan's resources (collective
+  // among the plan's ranks). Host buffers only: device pointers are the caller's to reject.
+  virtual Result start(const CollCall& call, std::unique_ptr<Operation>* out) = 0;
+  // Starts the sends and receives of one group together (any order; they never deadlock).
+  virtual Result startP2P(const std::vector<P2PCall>& calls, std::unique_ptr<Operation>* out) = 0;
+
+  // Zero-copy registration (tsrCommRegister): local; peers learn of it when a call uses it.
+  virtual Result registerBuffer(void* ptr, size_t bytes, void** handle) = 0;
+  virtual Result deregisterBuffer(void* handle) = 0;
+
+  virtual Tuner& tuner() = 0;
+};
+
+}  // namespace tessera

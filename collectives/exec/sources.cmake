@@ -1,0 +1,2 @@
+# Sources of collectives/exec (paths relative to collectives/).
+list(APPEND TESSERA_COLLECTIVES_SOURCES)

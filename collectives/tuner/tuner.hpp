@@ -1,0 +1,100 @@
+// The tuner (DESIGN.md, "Tuner"): picks algorithm, pipelining and workers per (collective, bytes,
+// ranks, topology) from an alpha-beta cost model, and applies the user's overrides.
+//
+// Model: a plan's time = sum over its steps of (alpha_t + bytes_step / beta_t) for the transport
+// t each step crosses, plus a reduction cost per reduced byte (gamma) and a per-call overhead.
+// Each family has a closed-form step count and bytes per step (ring: 2(n-1) steps of bytes/n for
+// allreduce; tree: 2 log2 n steps pipelined; rhd: 2 log2 n steps of halving size; oneshot: one
+// step of bytes with n-1 peers reading; ...). Parameters per transport come from
+// TESSERA_TUNER_FILE (JSON: {"inproc": {"alphaUs": .., "betaGBs": ..}, ..., "gammaGBs": ..}) when
+// set, else from the defaults below, optionally refined by a measurement at communicator init.
+//
+// Overrides, in NCCL's syntax:
+//   TESSERA_ALGO   "ring,tree" (only these), "^tree" (all but), "allreduce:ring,tree;allgather:^rhd"
+//                  (per collective). Names are the families of algorithms.hpp, case-insensitive.
+//   TESSERA_PROTO  "simple" is the only protocol of the host executor; "^ll" and the like parse,
+//                  and a value that leaves no protocol is an error.
+// TESSERA_DETERMINISTIC=1 keeps only canonical-order families for reducing collectives.
+// TESSERA_DEBUG_SUBSYS=TUNING logs each choice with the predicted time of every candidate.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "collectives/plan/plan.hpp"
+#include "core/status.hpp"
+#include "transport/types.hpp"
+
+namespace tessera {
+
+struct LinkModel {
+  double alphaUs = 1.0;  // latency of one step (signal + wait), microseconds
+  double betaGBs = 5.0;  // bandwidth of one stream, GB/s
+};
+
+struct TunerParams {
+  std::array<LinkModel, kTransportKinds> links{};
+  double gammaGBs = 4.0;         // reduction throughput (bytes of output per second), GB/s
+  double callOverheadUs = 0.3;   // fixed cost of one call
+};
+
+// Defaults per transport for this build (host memory numbers measured on the CI machine class).
+TunerParams defaultTunerParams();
+// Parses TESSERA_TUNER_FILE's JSON (tsrInvalidArgument with the path of a bad field).
+Result tunerParamsFromJson(const std::string& text, TunerParams* out);
+
+// A parsed TESSERA_ALGO / TESSERA_PROTO value.
+struct AlgoFilter {
+  // Per collective: allowed[c][i] for family i of algorithms(); all true when unset.
+  std::array<std::vector<bool>, kCollectiveCount> allowed;
+};
+Result parseAlgoFilter(const std::string& value, AlgoFilter* out);
+Result parseProtoFilter(const std::string& value);  // tsrInvalidArgument when nothing is left
+
+struct TuneInput {
+  Collective collective = Collective::kAllReduce;
+  size_t bytes = 0;  // the call's message size as nccl-tests counts it (allreduce: count*size)
+  int nranks = 1;
+  int root = 0;
+  std::vector<int> hostOf;  // host index per rank (size nranks)
+  TransportKind intraHost = TransportKind::kShm;  // slowest transport within a host
+  TransportKind interHost = TransportKind::kUcx;
+  bool zeroCopyPossible = false;  // every rank's buffers are registered and mapped
+  bool deterministic = false;
+};
+
+struct TuneChoice {
+  std::string algorithm;
+  int pipeline = 1;
+  int workers = 1;
+  bool zeroCopy = false;
+  double predictedUs = 0;
+};
+
+class Tuner {
+ public:
+  // Reads TESSERA_ALGO, TESSERA_PROTO, TESSERA_DETERMINISTIC and TESSERA_TUNER_FILE.
+  static Result fromEnv(Tuner* out);
+  Tuner() : params_(defaultTunerParams()) {}
+  Tuner(TunerParams params, AlgoFilter filter) : params_(params), filter_(std::move(filter)) {}
+
+  // The cheapest allowed family for the input (a family that does not apply, e.g. hier on one
+  // host, or oneshot for a collective it does not generate, is skipped). tsrInvalidUsage naming
+  // the filter when nothing is allowed.
+  Result choose(const TuneInput& in, TuneChoice* out) const;
+  // Predicted time of one family, for logs and tests; a negative value when it does not apply.
+  double predictUs(const TuneInput& in, const std::string& algorithm, int pipeline) const;
+
+  const TunerParams& params() const { return params_; }
+  void setParams(const TunerParams& p) { params_ = p; }
+  bool deterministicDefault() const { return deterministic_; }
+
+ private:
+  TunerParams params_;
+  AlgoFilter filter_;
+  bool deterministic_ = false;
+};
+
+}  // namespace tessera
