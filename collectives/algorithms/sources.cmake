@@ -1,2 +1,11 @@
-# Sources of collectives/algorithms (paths relative to collectives/).
-list(APPEND TESSERA_COLLECTIVES_SOURCES)
+# Sources of collectives/algorithms (paths relative to collectives/): the registry, then one file
+# per family.
+list(APPEND TESSERA_COLLECTIVES_SOURCES
+  algorithms/algorithms.cpp
+  algorithms/ring.cpp
+  algorithms/tree.cpp
+  algorithms/rhd.cpp
+  algorithms/oneshot.cpp
+  algorithms/twoshot.cpp
+  algorithms/pairwise.cpp
+  algorithms/hier.cpp)

@@ -1,2 +1,3 @@
 # Sources of collectives/exec (paths relative to collectives/).
-list(APPEND TESSERA_COLLECTIVES_SOURCES)
+list(APPEND TESSERA_COLLECTIVES_SOURCES
+  exec/host_ops.cpp)

@@ -1,0 +1,2 @@
+// Placeholder: the registry is being written.
+#include "collectives/algorithms/algorithms.hpp"

@@ -1,0 +1,2 @@
+// Placeholder: the host op kernels are being written.
+#include "collectives/exec/engine.hpp"
