@@ -210,6 +210,13 @@ TSR_API tsrResult_t tsrGroupEnd(void);
 TSR_API tsrResult_t tsrCommRegister(const tsrComm_t comm, void* buff, size_t size, void** handle);
 TSR_API tsrResult_t tsrCommDeregister(const tsrComm_t comm, void* handle);
 
+/* Memory for zero-copy (as ncclMemAlloc): on a host-only rank, host memory that the other
+ * processes of the host can map, so registered buffers of it are read and written by peers
+ * directly (memory from malloc can be registered too, but processes cannot share it; such calls
+ * stage through the scratch). Freed with tsrMemFree. */
+TSR_API tsrResult_t tsrMemAlloc(void** ptr, size_t size);
+TSR_API tsrResult_t tsrMemFree(void* ptr);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
