@@ -8,6 +8,7 @@
 
 #include "transport/context.hpp"
 #include "transport/cuda_ipc/cuda_memory.hpp"
+#include "transport/host_alloc.hpp"
 #include "transport/transport.hpp"
 
 namespace tessera {
@@ -146,6 +147,16 @@ Result TransportContext::registerMemory(void* ptr, size_t bytes, MemoryKind kind
       return TSR_FAIL(tsrInvalidArgument, "registerMemory(%p) as cuda memory: %s", ptr,
                       why.c_str());
     mem->device_ = dev;
+  } else if (kind == MemoryKind::kHost) {
+    // Inside a tsrMemAlloc allocation: shareable through its memfd (the shm transport maps it).
+    SharedHostRegion region;
+    if (sharedHostLookup(ptr, bytes, &region)) {
+      int fd = region.fd;
+      mem->memfd_ = fd;
+      mem->memfdOffset_ =
+          static_cast<size_t>(static_cast<char*>(ptr) - static_cast<char*>(region.base));
+      mem->release_ = [fd] { close(fd); };
+    }
   }
   return finishMemory(std::move(mem), out);
 }

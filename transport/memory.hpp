@@ -45,9 +45,12 @@ class Memory : public std::enable_shared_from_this<Memory> {
   bool owned() const { return owned_; }       // allocated by the context (freed with it)
   int rank() const;
 
-  // The descriptor other processes map it through, for memory the context allocated: the memfd
-  // of host memory, the POSIX-FD handle of a cuMem (VMM) device allocation; -1 otherwise.
+  // The descriptor other processes map it through: the memfd of host memory the context
+  // allocated or of a registered pointer inside a tsrMemAlloc allocation (host_alloc.hpp), the
+  // POSIX-FD handle of a cuMem (VMM) device allocation; -1 otherwise.
   int memfd() const { return memfd_; }
+  // Where data() lies inside what memfd() maps (non-zero for a registered sub-range).
+  size_t memfdOffset() const { return memfdOffset_; }
 
   // The blob for peers (see the file comment).
   Result serialize(std::string* blob) const;
@@ -74,6 +77,7 @@ class Memory : public std::enable_shared_from_this<Memory> {
   int device_ = -1;
   bool owned_ = false;
   int memfd_ = -1;
+  size_t memfdOffset_ = 0;
   std::function<void()> release_;  // frees an owned allocation
   std::array<std::unique_ptr<MemoryExport>, kTransportKinds> exports_;
 };

@@ -40,6 +40,7 @@ struct SectionHeader {
   uint32_t addressBytes;
   uint64_t key;
   uint64_t mappedBytes;
+  uint64_t offset;  // where the memory starts inside the mapping (a registered sub-range)
 };
 // An endpoint: this header, then the server address.
 struct EndpointHeader {
@@ -112,11 +113,14 @@ class ShmConnection final : public HostMappedConnection {
                   "memory %u: the shm section (%zu bytes) is malformed (not written by a tessera "
                   "shm transport of this build)",
                   header.memoryId, section.size());
-    if (header.kind == MemoryKind::kCuda || h.mappedBytes < header.size)
+    if (header.kind == MemoryKind::kCuda || h.offset > h.mappedBytes ||
+        h.mappedBytes - h.offset < header.size)
       return fail(tsrInvalidArgument,
-                  "memory %u: shm section maps %llu bytes of %s memory of %llu bytes",
+                  "memory %u: shm section maps %llu bytes (memory at offset %llu) of %s memory of "
+                  "%llu bytes",
                   header.memoryId, static_cast<unsigned long long>(h.mappedBytes),
-                  memoryKindName(header.kind), static_cast<unsigned long long>(header.size));
+                  static_cast<unsigned long long>(h.offset), memoryKindName(header.kind),
+                  static_cast<unsigned long long>(header.size));
     if (address != peerServer_)
       return fail(tsrInvalidArgument,
                   "memory %u is served by %s, not by the peer's fd server %s (a blob of another "
@@ -146,7 +150,7 @@ class ShmConnection final : public HostMappedConnection {
     auto m = std::make_unique<ShmMapping>();
     m->ptr = p;
     m->bytes = h.mappedBytes;
-    *mapped = p;
+    *mapped = static_cast<char*>(p) + h.offset;
     *mapping = std::move(m);
     return tsrSuccess;
   }
@@ -182,10 +186,11 @@ class ShmTransport final : public Transport {
     } else if (mem.memfd() < 0) {
       e->whyNot =
           "host memory registered from a user pointer cannot be mapped by another process; "
-          "allocate it with TransportContext::allocate";
+          "allocate it with TransportContext::allocate or tsrMemAlloc";
     } else {
       struct stat st {};
-      if (fstat(mem.memfd(), &st) != 0 || static_cast<uint64_t>(st.st_size) < mem.size())
+      if (fstat(mem.memfd(), &st) != 0 || static_cast<uint64_t>(st.st_size) < mem.memfdOffset() ||
+          static_cast<uint64_t>(st.st_size) - mem.memfdOffset() < mem.size())
         return TSR_FAIL(tsrSystemError,
                         "rank %d: shm export of memory %u: its memfd holds %lld bytes, fewer "
                         "than %zu",
@@ -198,7 +203,7 @@ class ShmTransport final : public Transport {
       e->key = key;
       e->pid = getpid();
       SectionHeader h{kSectionMagic, static_cast<uint32_t>(server->address().size()), key,
-                      static_cast<uint64_t>(st.st_size)};
+                      static_cast<uint64_t>(st.st_size), mem.memfdOffset()};
       e->section = withAddress(h, server->address());
     }
     *out = std::move(e);

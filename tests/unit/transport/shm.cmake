@@ -1,3 +1,3 @@
 # shm transport and the process's fd server: ranks as forked processes (and forced over threads).
 tessera_transport_test(test_transport_shm SOURCES test_shm_fd_server.cpp test_shm_transport.cpp
-                       test_shm_failures.cpp)
+                       test_shm_failures.cpp test_shm_user_memory.cpp)
