@@ -1,13 +1,355 @@
-// Placeholder: the ring family is being written.
+// The ring family (algorithms.hpp): every rank sends to rank + 1 and receives from rank - 1.
+//
+// allreduce: cps = nranks * pipeline; block b is chunks [b * pipeline, (b + 1) * pipeline).
+// Reduce-scatter: at step s rank r adds its input to the partial of block r - s received from
+// r - 1 and sends it on (reduceSend, no separate reduce pass); after n - 1 steps rank r holds
+// block r + 1 complete. All-gather: the complete blocks travel once more around the ring.
+// reducescatter / allgather are those halves (cps = pipeline; a block is a segment); broadcast is
+// a chain root, root + 1, ..., root - 1 and reduce a chain root + 1, ..., root, both pipelined
+// over cps = pipeline chunks.
+//
+// Scratch variant: a message goes into the receiver's scratch, then a data signal; the receiver
+// returns a credit after its last read of the slot. Slots cycle through a few scratch segments
+// (allreduce: one for each phase, where no slot is reused within a call), and the initial credit
+// is the reuse distance of the slot sequence (creditsForSlots), so a sender runs that far ahead
+// (see ringSlotCount for why a reduce-scatter ring needs at least two).
+// Zero-copy variant (allreduce, allgather, broadcast): the reduce-scatter reads the partial
+// straight from rank r - 1's output (its own block's start from r - 1's input), the all-gather
+// and the chains put straight into rank r + 1's output. A ready handshake first makes sure a
+// neighbour has entered the call before its buffers are touched; the data signals that follow
+// cover every access to a rank's buffers before that rank finishes. reducescatter and reduce
+// have no zero-copy variant (partials need room that only the scratch has).
+//
+// workers > 1: the pieces of every block are split among the workers, each an independent ring
+// with its own channels.
+#include <algorithm>
+#include <vector>
+
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/algorithms/builder.hpp"
 
 namespace tessera {
 namespace {
 constexpr Subsys kLogSubsys = Subsys::kColl;
+
+// Default pipeline of the chains (broadcast, reduce): enough pieces for the chain to overlap.
+constexpr int kChainPipeline = 4;
+// Scratch segments a reduce-scatter or all-gather ring cycles through, at least.
+constexpr int kRingSlots = 2;
+
+// Scratch segments for a ring of `messages` messages per call, message k in segment k % slots.
+// A reduce-scatter rank returns a slot's credit only after forwarding its content, which needs
+// the next rank's credit: with one credit of run-ahead every rank would wait for the next one
+// around the ring. So the reuse distance, across the wrap into the next call too, must be at
+// least two messages; the smallest slot count that gives it.
+int ringSlotCount(int messages) {
+  int slots = std::min(kRingSlots, messages);
+  for (; slots < messages; ++slots) {
+    std::vector<int> sequence;
+    for (int k = 0; k < messages; ++k) sequence.push_back(k % slots);
+    if (creditsForSlots(sequence) >= 2) break;
+  }
+  return slots;
 }
 
-Result generateRing(const GenParams& /*params*/, Plan* /*out*/) {
-  return TSR_FAIL(tsrInternalError, "algorithm family ring is not written yet");
+struct Channels {
+  int data;    // sender -> receiver: a message is in place
+  int credit;  // receiver -> sender: a scratch slot is free again
+  int ready;   // zero-copy: this rank has entered the call
+};
+Channels channelsOf(int worker) { return {3 * worker, 3 * worker + 1, 3 * worker + 2}; }
+constexpr int kMaxRingWorkers = kMaxChannels / 3;
+
+struct Ring {
+  int n;
+  int r;
+  int next() const { return (r + 1) % n; }
+  int prev() const { return (r + n - 1) % n; }
+  int mod(int x) const { return ((x % n) + n) % n; }
+};
+
+void allReduceScratch(PlanBuilder& b, int pipeline) {
+  const int n = b.nranks();
+  const int cps = b.cps();
+  for (int rank = 0; rank < n; ++rank) {
+    const Ring ring{n, rank};
+    const int next = ring.next();
+    const int prev = ring.prev();
+    b.useScratch(rank, 2);  // segment 0: reduce-scatter slots, segment 1: all-gather slots
+    for (int w = 0; w < b.workers(); ++w) {
+      const Range pieces = splitRange(pipeline, b.workers(), w);
+      const Channels ch = channelsOf(w);
+      OpWriter o = b.ops(rank, w);
+      std::vector<int> slots;
+      for (int s = 0; s < n; ++s) {
+        for (int p = pieces.first; p < pieces.end; ++p) {
+          const int c = ring.mod(rank - s) * pipeline + p;
+          if (s == 0) {
+            o.wait(next, ch.credit).put(onRank(next, scratchRef(c)), inRef(c));
+            slots.push_back(c);
+          } else {
+            o.wait(prev, ch.data).wait(next, ch.credit);
+            if (s < n - 1) {
+              o.reduceSend(onRank(next, scratchRef(c)), {scratchRef(c), inRef(c)});
+              slots.push_back(c);
+            } else {  // block r + 1 is complete: keep it and start its all-gather
+              o.reduceSend(onRank(next, scratchRef(cps + c)), outRef(c), {scratchRef(c), inRef(c)});
+              slots.push_back(cps + c);
+            }
+          }
+          o.signal(next, ch.data);
+          if (s > 0) o.signal(prev, ch.credit);
+        }
+      }
+      for (int s = 0; s < n - 1; ++s) {  // all-gather: receive block r - s, forward it
+        for (int p = pieces.first; p < pieces.end; ++p) {
+          const int c = ring.mod(rank - s) * pipeline + p;
+          o.wait(prev, ch.data).copy(outRef(c), scratchRef(cps + c)).signal(prev, ch.credit);
+          if (s < n - 2) {
+            o.wait(next, ch.credit).put(onRank(next, scratchRef(cps + c)), outRef(c));
+            o.signal(next, ch.data);
+            slots.push_back(cps + c);
+          }
+        }
+      }
+      b.credit(rank, next, ch.credit, creditsForSlots(slots));
+    }
+  }
+}
+
+// Ready handshake with the ranks whose buffers this worker touches or who touch its buffers.
+void signalReady(OpWriter& o, const Ring& ring, int channel, bool toNext, bool toPrev) {
+  if (toNext) o.signal(ring.next(), channel);
+  if (toPrev && !(toNext && ring.prev() == ring.next())) o.signal(ring.prev(), channel);
+}
+
+void allReduceZeroCopy(PlanBuilder& b, int pipeline) {
+  const int n = b.nranks();
+  for (int rank = 0; rank < n; ++rank) {
+    const Ring ring{n, rank};
+    const int next = ring.next();
+    const int prev = ring.prev();
+    for (int w = 0; w < b.workers(); ++w) {
+      const Range pieces = splitRange(pipeline, b.workers(), w);
+      const Channels ch = channelsOf(w);
+      OpWriter o = b.ops(rank, w);
+      signalReady(o, ring, ch.ready, true, true);
+      o.wait(prev, ch.ready);
+      for (int s = 1; s < n; ++s) {  // reduce-scatter: partial of block r - s from r - 1
+        for (int p = pieces.first; p < pieces.end; ++p) {
+          const int c = ring.mod(rank - s) * pipeline + p;
+          if (s == 1) {
+            o.reduce(outRef(c), {onRank(prev, inRef(c)), inRef(c)});
+          } else {
+            o.wait(prev, ch.data).reduce(outRef(c), {onRank(prev, outRef(c)), inRef(c)});
+          }
+          if (s < n - 1) o.signal(next, ch.data);
+        }
+      }
+      if (next != prev) o.wait(next, ch.ready);
+      for (int s = 0; s < n - 1; ++s) {  // all-gather: send block r + 1 - s
+        for (int p = pieces.first; p < pieces.end; ++p) {
+          const int c = ring.mod(rank + 1 - s) * pipeline + p;
+          if (s > 0) o.wait(prev, ch.data);
+          o.put(onRank(next, outRef(c)), outRef(c)).signal(next, ch.data);
+        }
+      }
+      for (int p = pieces.first; p < pieces.end; ++p) o.wait(prev, ch.data);
+    }
+  }
+}
+
+// reducescatter (reduce = true) or allgather: n - 1 steps around the ring, cps = pipeline.
+void halfRing(PlanBuilder& b, bool reduce, bool zeroCopy) {
+  const int n = b.nranks();
+  const int cps = b.cps();
+  const int slotCount = ringSlotCount(n - 1);
+  for (int rank = 0; rank < n; ++rank) {
+    const Ring ring{n, rank};
+    const int next = ring.next();
+    const int prev = ring.prev();
+    if (!zeroCopy) b.useScratch(rank, slotCount);
+    for (int w = 0; w < b.workers(); ++w) {
+      const Range pieces = splitRange(cps, b.workers(), w);
+      const Channels ch = channelsOf(w);
+      OpWriter o = b.ops(rank, w);
+      std::vector<int> slots;
+      // Message k carries block r - 1 - k (reducescatter: partial; allgather: block r - k).
+      auto block = [&](int k) { return ring.mod(reduce ? rank - 1 - k : rank - k); };
+      auto slot = [&](int k, int p) { return (k % slotCount) * cps + p; };
+      if (zeroCopy) {
+        signalReady(o, ring, ch.ready, false, true);
+        o.wait(next, ch.ready);
+      }
+      for (int p = pieces.first; p < pieces.end; ++p) {
+        const ChunkRef src = inRef(reduce ? block(0) * cps + p : p);
+        if (zeroCopy) {
+          o.put(onRank(next, outRef(rank * cps + p)), src);
+        } else {
+          o.wait(next, ch.credit).put(onRank(next, scratchRef(slot(0, p))), src);
+          slots.push_back(slot(0, p));
+        }
+        o.signal(next, ch.data);
+      }
+      if (!reduce) {  // own block, after the puts that read the (possibly aliased) input
+        o.copy(outRef(rank * cps + pieces.first, pieces.size()),
+               inRef(pieces.first, pieces.size()));
+      }
+      for (int k = 0; k < n - 1; ++k) {  // receive message k, forward it as message k + 1
+        const bool last = k == n - 2;
+        for (int p = pieces.first; p < pieces.end; ++p) {
+          const int recvBlock = ring.mod(block(k) - 1);  // what r - 1 sent as its message k
+          o.wait(prev, ch.data);
+          if (reduce) {
+            const ChunkRef mine = inRef(recvBlock * cps + p);
+            if (last) {
+              o.reduce(outRef(p), {scratchRef(slot(k, p)), mine});
+            } else {
+              o.wait(next, ch.credit);
+              o.reduceSend(onRank(next, scratchRef(slot(k + 1, p))),
+                           {scratchRef(slot(k, p)), mine});
+              o.signal(next, ch.data);
+              slots.push_back(slot(k + 1, p));
+            }
+            o.signal(prev, ch.credit);
+            continue;
+          }
+          const ChunkRef out = outRef(recvBlock * cps + p);
+          if (!zeroCopy) o.copy(out, scratchRef(slot(k, p))).signal(prev, ch.credit);
+          if (last) continue;
+          if (zeroCopy) {
+            o.put(onRank(next, out), out);
+          } else {
+            o.wait(next, ch.credit).put(onRank(next, scratchRef(slot(k + 1, p))), out);
+            slots.push_back(slot(k + 1, p));
+          }
+          o.signal(next, ch.data);
+        }
+      }
+      if (!zeroCopy) b.credit(rank, next, ch.credit, creditsForSlots(slots));
+    }
+  }
+}
+
+// Position of `rank` in the chain of a broadcast (root first) or a reduce (root last).
+int chainPos(const Ring& ring, int root, bool reduce) {
+  return ring.mod(reduce ? ring.r - root - 1 : ring.r - root);
+}
+
+// broadcast: a chain root, root + 1, ..., root - 1; cps = pipeline.
+void broadcastChain(PlanBuilder& b, bool zeroCopy) {
+  const int n = b.nranks();
+  for (int rank = 0; rank < n; ++rank) {
+    const Ring ring{n, rank};
+    const int next = ring.next();
+    const int prev = ring.prev();
+    const int pos = chainPos(ring, b.plan().root, false);
+    const bool first = pos == 0;
+    const bool last = pos == n - 1;
+    if (!zeroCopy && !first) b.useScratch(rank, 1);
+    for (int w = 0; w < b.workers(); ++w) {
+      const Range pieces = splitRange(b.cps(), b.workers(), w);
+      const Channels ch = channelsOf(w);
+      OpWriter o = b.ops(rank, w);
+      if (zeroCopy && !first) o.signal(prev, ch.ready);
+      if (zeroCopy && !last) o.wait(next, ch.ready);
+      for (int p = pieces.first; p < pieces.end; ++p) {
+        if (!first) {
+          o.wait(prev, ch.data);
+          if (!zeroCopy) o.copy(outRef(p), scratchRef(p)).signal(prev, ch.credit);
+        }
+        if (last) continue;
+        const ChunkRef src = first ? inRef(p) : outRef(p);
+        if (zeroCopy) {
+          o.put(onRank(next, outRef(p)), src);
+        } else {
+          o.wait(next, ch.credit).put(onRank(next, scratchRef(p)), src);
+        }
+        o.signal(next, ch.data);
+      }
+      // The root's own output last: in place it aliases the input the puts read.
+      if (first) o.copy(outRef(pieces.first, pieces.size()), inRef(pieces.first, pieces.size()));
+      // Each slot (chunk position) is written once per call: the credit covers the whole call.
+      if (!zeroCopy && !last) b.credit(rank, next, ch.credit, pieces.size());
+    }
+  }
+}
+
+// reduce: a chain root + 1, ..., root - 1, root through the scratch; cps = pipeline.
+void reduceChain(PlanBuilder& b) {
+  const int n = b.nranks();
+  for (int rank = 0; rank < n; ++rank) {
+    const Ring ring{n, rank};
+    const int next = ring.next();
+    const int prev = ring.prev();
+    const int pos = chainPos(ring, b.plan().root, true);
+    const bool first = pos == 0;
+    const bool last = pos == n - 1;
+    if (!first) b.useScratch(rank, 1);
+    for (int w = 0; w < b.workers(); ++w) {
+      const Range pieces = splitRange(b.cps(), b.workers(), w);
+      const Channels ch = channelsOf(w);
+      OpWriter o = b.ops(rank, w);
+      for (int p = pieces.first; p < pieces.end; ++p) {
+        if (first) {
+          o.wait(next, ch.credit).put(onRank(next, scratchRef(p)), inRef(p));
+          o.signal(next, ch.data);
+        } else if (last) {
+          o.wait(prev, ch.data).reduce(outRef(p), {scratchRef(p), inRef(p)});
+          o.signal(prev, ch.credit);
+        } else {
+          o.wait(prev, ch.data).wait(next, ch.credit);
+          o.reduceSend(onRank(next, scratchRef(p)), {scratchRef(p), inRef(p)});
+          o.signal(next, ch.data).signal(prev, ch.credit);
+        }
+      }
+      if (!last) b.credit(rank, next, ch.credit, pieces.size());
+    }
+  }
+}
+
+}  // namespace
+
+Result generateRing(const GenParams& params, Plan* out) {
+  const Collective c = params.collective;
+  const bool chainColl = c == Collective::kBroadcast || c == Collective::kReduce;
+  int pipeline = params.pipeline > 0 ? params.pipeline
+                                     : std::max(chainColl ? kChainPipeline : 1, params.workers);
+  const int n = params.nranks;
+  const int cps = c == Collective::kAllReduce ? n * pipeline : pipeline;
+  if (cps > kMaxChunksPerSegment) {
+    return TSR_FAIL(tsrInvalidArgument,
+                    "ring %s: %d chunks per segment (nranks %d, pipeline %d) exceed %d",
+                    collectiveName(c), cps, n, pipeline, kMaxChunksPerSegment);
+  }
+  if (n == 1) {
+    singleRankPlan(params, cps, out);
+    return tsrSuccess;
+  }
+  const int workers = std::min({params.workers, pipeline, kMaxRingWorkers});
+  // reducescatter and reduce keep partials in the scratch: no zero-copy variant.
+  const bool zeroCopy =
+      params.zeroCopy && c != Collective::kReduceScatter && c != Collective::kReduce;
+  GenParams p = params;
+  p.zeroCopy = zeroCopy;
+  PlanBuilder b(p, cps, workers);
+  switch (c) {
+    case Collective::kAllReduce:
+      if (zeroCopy) {
+        allReduceZeroCopy(b, pipeline);
+      } else {
+        allReduceScratch(b, pipeline);
+      }
+      break;
+    case Collective::kReduceScatter: halfRing(b, true, false); break;
+    case Collective::kAllGather: halfRing(b, false, zeroCopy); break;
+    case Collective::kBroadcast: broadcastChain(b, zeroCopy); break;
+    case Collective::kReduce: reduceChain(b); break;
+    case Collective::kAllToAll:
+      return TSR_FAIL(tsrInvalidArgument, "ring does not generate alltoall");
+  }
+  b.finish(out);
+  return tsrSuccess;
 }
 
 }  // namespace tessera

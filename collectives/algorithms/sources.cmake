@@ -1,7 +1,8 @@
-# Sources of collectives/algorithms (paths relative to collectives/): the registry, then one file
-# per family.
+# Sources of collectives/algorithms (paths relative to collectives/): the registry, the plan
+# builder the families share, then one file per family.
 list(APPEND TESSERA_COLLECTIVES_SOURCES
   algorithms/algorithms.cpp
+  algorithms/builder.cpp
   algorithms/ring.cpp
   algorithms/tree.cpp
   algorithms/rhd.cpp
