@@ -6,11 +6,13 @@
 // Each family has a closed-form step count and bytes per step (ring: 2(n-1) steps of bytes/n for
 // allreduce; tree: 2 log2 n steps pipelined; rhd: 2 log2 n steps of halving size; oneshot: one
 // step of bytes with n-1 peers reading; ...). Parameters per transport come from
-// TESSERA_TUNER_FILE (JSON: {"inproc": {"alphaUs": .., "betaGBs": ..}, ..., "gammaGBs": ..}) when
-// set, else from the defaults below, optionally refined by a measurement at communicator init.
+// TESSERA_TUNER_FILE (JSON: {"links": {"inproc": {"alphaUs": .., "betaGBs": ..}, ...},
+// "gammaGBs": .., "callOverheadUs": ..}) when set, else from the defaults below, optionally
+// refined by a measurement at communicator init.
 //
 // Overrides, in NCCL's syntax:
-//   TESSERA_ALGO   "ring,tree" (only these), "^tree" (all but), "allreduce:ring,tree;allgather:^rhd"
+//   TESSERA_ALGO   "ring,tree" (only these), "^tree" (all but),
+//   "allreduce:ring,tree;allgather:^rhd"
 //                  (per collective). Names are the families of algorithms.hpp, case-insensitive.
 //   TESSERA_PROTO  "simple" is the only protocol of the host executor; "^ll" and the like parse,
 //                  and a value that leaves no protocol is an error.
@@ -36,8 +38,8 @@ struct LinkModel {
 
 struct TunerParams {
   std::array<LinkModel, kTransportKinds> links{};
-  double gammaGBs = 4.0;         // reduction throughput (bytes of output per second), GB/s
-  double callOverheadUs = 0.3;   // fixed cost of one call
+  double gammaGBs = 4.0;        // reduction throughput (bytes of output per second), GB/s
+  double callOverheadUs = 0.3;  // fixed cost of one call
 };
 
 // Defaults per transport for this build (host memory numbers measured on the CI machine class).
@@ -49,6 +51,7 @@ Result tunerParamsFromJson(const std::string& text, TunerParams* out);
 struct AlgoFilter {
   // Per collective: allowed[c][i] for family i of algorithms(); all true when unset.
   std::array<std::vector<bool>, kCollectiveCount> allowed;
+  std::string text;  // the value parsed, for error sentences ("" when built by hand)
 };
 Result parseAlgoFilter(const std::string& value, AlgoFilter* out);
 Result parseProtoFilter(const std::string& value);  // tsrInvalidArgument when nothing is left
@@ -58,7 +61,7 @@ struct TuneInput {
   size_t bytes = 0;  // the call's message size as nccl-tests counts it (allreduce: count*size)
   int nranks = 1;
   int root = 0;
-  std::vector<int> hostOf;  // host index per rank (size nranks)
+  std::vector<int> hostOf;                        // host index per rank (size nranks)
   TransportKind intraHost = TransportKind::kShm;  // slowest transport within a host
   TransportKind interHost = TransportKind::kUcx;
   bool zeroCopyPossible = false;  // every rank's buffers are registered and mapped

@@ -1,0 +1,210 @@
+// The tuner: reads its configuration from the environment and picks the cheapest allowed family
+// for a call with the cost model (cost_model.cpp). choose() runs on every call that misses the
+// engine's choice cache, so its common path allocates nothing beyond the chosen name (short
+// enough for std::string's inline buffer) and builds its log line only when TUNING INFO is on.
+#include "collectives/tuner/tuner.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "collectives/algorithms/algorithms.hpp"
+#include "collectives/tuner/cost_model.hpp"
+#include "core/env.hpp"
+
+namespace tessera {
+namespace {
+constexpr Subsys kLogSubsys = Subsys::kTuning;
+
+// A tuner file is a few lines; anything larger is a wrong path.
+constexpr std::streamoff kMaxTunerFileBytes = 1 << 20;
+// Candidates kept for the log line (families beyond it are still compared).
+constexpr size_t kLoggedCandidates = 16;
+
+struct Candidate {
+  const char* name = "";
+  int pipeline = 1;
+  bool zeroCopy = false;
+  double us = -1;  // negative: the family does not apply
+};
+
+bool filterAllows(const AlgoFilter& f, Collective c, size_t family) {
+  const std::vector<bool>& v = f.allowed[static_cast<size_t>(c)];
+  return family >= v.size() || v[family];
+}
+
+bool generates(const AlgorithmInfo& a, Collective c) {
+  return std::find(a.collectives.begin(), a.collectives.end(), c) != a.collectives.end();
+}
+
+// The family's best pipeline depth for this call (the model trades a piece's latency against
+// overlap, so the result stays monotonic in bytes: a minimum over fixed depths).
+Candidate bestPipeline(const TunerParams& params, const TuneInput& in, const HostLayout& hl,
+                       const AlgorithmInfo& a) {
+  Candidate best;
+  best.name = a.name;
+  CostFamily family = costFamilyOf(a.name);
+  best.zeroCopy =
+      in.zeroCopyPossible && a.supportsZeroCopy && hasZeroCopyForm(family, in.collective);
+  for (int p : kPipelineChoices) {
+    // A family may use nranks * pipeline chunks per segment (ring); stay within the plan limit.
+    if (p > 1 && static_cast<int64_t>(p) * hl.nranks > kMaxChunksPerSegment) break;
+    double t = familyCostUs(params, in, hl, family, p, best.zeroCopy);
+    if (t < 0) return best;
+    if (best.us < 0 || t < best.us) {
+      best.us = t;
+      best.pipeline = p;
+    }
+  }
+  return best;
+}
+
+std::string filterText(const AlgoFilter& f) {
+  if (!f.text.empty()) return "'" + f.text + "'";
+  for (const std::vector<bool>& v : f.allowed)
+    if (!v.empty()) return "(a filter set by the caller)";
+  return "(unset)";
+}
+
+Result nothingLeft(const TuneInput& in, const AlgoFilter& filter, bool deterministic,
+                   const std::string& generators, const std::string& canonical) {
+  const char* coll = collectiveName(in.collective);
+  if (generators.empty())
+    return TSR_FAIL(tsrInvalidUsage, "no algorithm generates %s for %d ranks on this layout", coll,
+                    in.nranks);
+  if (deterministic)
+    return TSR_FAIL(tsrInvalidUsage,
+                    "TESSERA_ALGO=%s with TESSERA_DETERMINISTIC=1 leaves no algorithm for %s: "
+                    "deterministic %s needs one of the canonical-order families (%s); families "
+                    "that generate it here: %s",
+                    filterText(filter).c_str(), coll, coll,
+                    canonical.empty() ? "none generates it" : canonical.c_str(),
+                    generators.c_str());
+  return TSR_FAIL(tsrInvalidUsage,
+                  "TESSERA_ALGO=%s leaves no algorithm for %s (families that generate it here: "
+                  "%s)",
+                  filterText(filter).c_str(), coll, generators.c_str());
+}
+
+void logChoice(const TuneInput& in, const HostLayout& hl, const Candidate& chosen,
+               const Candidate* all, size_t count, const char* excluded) {
+  char line[2048];
+  size_t at = 0;
+  auto add = [&](const char* fmt, auto... args) {
+    if (at >= sizeof(line)) return;
+    int k = std::snprintf(line + at, sizeof(line) - at, fmt, args...);
+    if (k > 0) at += static_cast<size_t>(k);
+  };
+  add("%s %zu B n=%d", collectiveName(in.collective), in.bytes, in.nranks);
+  if (hl.hosts > 1) add(" hosts=%d", hl.hosts);
+  add(": %s (pipeline %d%s) %.1f us", chosen.name, chosen.pipeline,
+      chosen.zeroCopy ? ", zero-copy" : "", chosen.us);
+  for (size_t i = 0; i < count; ++i)
+    if (all[i].name != chosen.name) add("; %s %.1f us", all[i].name, all[i].us);
+  if (excluded[0] != '\0') add("; excluded: %s", excluded);
+  TSR_INFO("%s", line);
+}
+
+Result readTunerFile(const std::string& path, TunerParams* params) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    return TSR_FAIL(tsrInvalidArgument, "TESSERA_TUNER_FILE=%s cannot be opened: %s", path.c_str(),
+                    std::strerror(errno));
+  f.seekg(0, std::ios::end);
+  std::streamoff size = f.tellg();
+  if (size < 0 || size > kMaxTunerFileBytes)
+    return TSR_FAIL(tsrInvalidArgument,
+                    "TESSERA_TUNER_FILE=%s is not a readable file of at most %lld bytes",
+                    path.c_str(), static_cast<long long>(kMaxTunerFileBytes));
+  f.seekg(0);
+  std::stringstream text;
+  text << f.rdbuf();
+  Result r = tunerParamsFromJson(text.str(), params);
+  if (r != tsrSuccess) return addContext(r, "TESSERA_TUNER_FILE=%s", path.c_str());
+  return tsrSuccess;
+}
+
+}  // namespace
+
+Result Tuner::fromEnv(Tuner* out) {
+  std::string algo, proto, file;
+  bool deterministic = false;
+  TSR_CHECK(envString("TESSERA_ALGO", &algo));
+  TSR_CHECK(envString("TESSERA_PROTO", &proto));
+  TSR_CHECK(envBool("TESSERA_DETERMINISTIC", &deterministic));
+  TSR_CHECK(envString("TESSERA_TUNER_FILE", &file));
+  AlgoFilter filter;
+  TSR_CHECK(parseAlgoFilter(algo, &filter));
+  TSR_CHECK(parseProtoFilter(proto));
+  TunerParams params = defaultTunerParams();
+  if (!file.empty()) TSR_CHECK(readTunerFile(file, &params));
+  Tuner t(params, std::move(filter));
+  t.deterministic_ = deterministic;
+  *out = std::move(t);
+  return tsrSuccess;
+}
+
+Result Tuner::choose(const TuneInput& in, TuneChoice* out) const {
+  HostLayout hl;
+  TSR_CHECK(describeHosts(in, &hl));
+  bool deterministic = (in.deterministic || deterministic_) && collectiveReduces(in.collective);
+  bool logging = logEnabled(LogLevel::kInfo, kLogSubsys);
+
+  std::array<Candidate, kLoggedCandidates> logged;
+  size_t nLogged = 0;
+  Candidate best;
+  std::string excluded;  // only filled when logging
+  const std::vector<AlgorithmInfo>& families = algorithms();
+  for (size_t i = 0; i < families.size(); ++i) {
+    const AlgorithmInfo& a = families[i];
+    if (!generates(a, in.collective) || (a.needsHosts && hl.hosts < 2)) continue;
+    const char* why = !filterAllows(filter_, in.collective, i) ? "TESSERA_ALGO"
+                      : (deterministic && !a.canonicalOrder)   ? "deterministic"
+                                                               : nullptr;
+    if (why != nullptr) {
+      if (logging) excluded += strprintf("%s%s (%s)", excluded.empty() ? "" : ", ", a.name, why);
+      continue;
+    }
+    Candidate c = bestPipeline(params_, in, hl, a);
+    if (c.us < 0) continue;  // not modelled: never guess a cost
+    if (nLogged < logged.size()) logged[nLogged++] = c;
+    if (best.us < 0 || c.us < best.us) best = c;
+  }
+
+  if (best.us < 0) {
+    // The error path may allocate: say which families would have applied.
+    std::string generators, canonical;
+    for (const AlgorithmInfo& a : families) {
+      if (!generates(a, in.collective) || (a.needsHosts && hl.hosts < 2)) continue;
+      generators += (generators.empty() ? "" : ", ") + std::string(a.name);
+      if (a.canonicalOrder) canonical += (canonical.empty() ? "" : ", ") + std::string(a.name);
+    }
+    return nothingLeft(in, filter_, deterministic, generators, canonical);
+  }
+
+  out->algorithm = best.name;
+  out->pipeline = best.pipeline;
+  // The two trees (and nothing else yet) are independent streams of work: one worker each.
+  out->workers = costFamilyOf(best.name) == CostFamily::kTree ? 2 : 1;
+  out->zeroCopy = best.zeroCopy;
+  out->predictedUs = best.us;
+  if (logging) logChoice(in, hl, best, logged.data(), nLogged, excluded.c_str());
+  return tsrSuccess;
+}
+
+double Tuner::predictUs(const TuneInput& in, const std::string& algorithm, int pipeline) const {
+  const AlgorithmInfo* a = findAlgorithm(algorithm);
+  if (a == nullptr || !generates(*a, in.collective) || pipeline < 1) return -1;
+  HostLayout hl;
+  if (describeHosts(in, &hl) != tsrSuccess) return -1;
+  if (a->needsHosts && hl.hosts < 2) return -1;
+  CostFamily family = costFamilyOf(a->name);
+  return familyCostUs(
+      params_, in, hl, family, pipeline,
+      in.zeroCopyPossible && a->supportsZeroCopy && hasZeroCopyForm(family, in.collective));
+}
+
+}  // namespace tessera
