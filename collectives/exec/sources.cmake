@@ -1,3 +1,11 @@
-# Sources of collectives/exec (paths relative to collectives/).
+# Sources of collectives/exec (paths relative to collectives/): the host element kernels, then the
+# engine (plan cache and binding, the executor, zero-copy, point-to-point, the run loop).
 list(APPEND TESSERA_COLLECTIVES_SOURCES
-  exec/host_ops.cpp)
+  exec/host_ops.cpp
+  exec/plan_cache.cpp
+  exec/bind.cpp
+  exec/engine.cpp
+  exec/host_executor.cpp
+  exec/zero_copy.cpp
+  exec/p2p.cpp
+  exec/run.cpp)

@@ -1,0 +1,287 @@
+// The collective engine behind engine.hpp: its caches, the resources it shares between plans
+// (connections, the zero-copy control region, point-to-point links, the staging area for
+// transports that do not map memory), and the order in which its operations run.
+//
+// Operations of one engine run one after the other, in the order they were started (which is the
+// order calls are matched across ranks): an operation waits for its turn, so two operations never
+// share a plan's scratch or semaphores at once. The calls of one engine come from one thread at a
+// time (the communicator's rule, as in NCCL); nothing here locks.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "bootstrap/bootstrap.hpp"
+#include "collectives/exec/engine.hpp"
+#include "collectives/exec/plan_cache.hpp"
+#include "core/deadline.hpp"
+#include "transport/context.hpp"
+
+namespace tessera {
+
+// The transports of the cuda kinds move GPU memory; the host executor reaches the same peers
+// through their host counterparts.
+inline TransportKind hostTransportKind(TransportKind k) {
+  if (k == TransportKind::kCudaIpc) return TransportKind::kShm;
+  if (k == TransportKind::kP2p) return TransportKind::kInproc;
+  return k;
+}
+
+// Bootstrap tags of the engine's own messages (memory blobs): below kTransportTagBase.
+inline constexpr int kEngineTagBase = 1 << 27;
+enum EngineTag { kTagPlanSetup = 1, kTagUserBlob = 2, kTagControlSetup = 3, kTagP2PSetup = 4 };
+// The user tag the engine gives the transport layer for connects and semaphores.
+inline constexpr int kEngineTransportTag = 0x6578;
+
+struct Registration {
+  char* base = nullptr;
+  size_t bytes = 0;
+  std::shared_ptr<Memory> memory;
+};
+
+// What every rank publishes before a zero-copy-sized call (zero_copy.cpp).
+struct HandshakeRecord {
+  uint64_t call = 0;
+  uint64_t count = 0;
+  uint8_t collective = 0;
+  uint8_t dtype = 0;
+  uint8_t opKind = 0;
+  uint8_t flags = 0;  // kInOk | kOutOk | kMapsAll
+  int32_t root = 0;
+  uint32_t inId = 0;
+  uint32_t outId = 0;
+  uint64_t inOffset = 0;
+  uint64_t outOffset = 0;
+  uint64_t magic = 0;
+};
+inline constexpr uint8_t kHandshakeInOk = 1, kHandshakeOutOk = 2, kHandshakeMapsAll = 4;
+inline constexpr size_t kHandshakeSlotBytes = 64;
+static_assert(sizeof(HandshakeRecord) <= kHandshakeSlotBytes);
+
+struct ControlLink {
+  std::shared_ptr<Connection> connection;
+  std::shared_ptr<RemoteMemory> remote;  // the peer's control region
+  std::shared_ptr<Semaphore> semaphore;
+  std::vector<uint32_t> sentIds;  // ids of this rank's registrations whose blob the peer has
+  std::map<uint32_t, std::shared_ptr<RemoteMemory>> imports;  // the peer's, by memory id
+};
+
+struct Control {
+  std::shared_ptr<Memory> memory;  // [2 parities][nranks slots] + an outbox slot
+  char* base = nullptr;
+  std::vector<ControlLink> links;  // by peer
+  bool mapsAll = true;
+  uint64_t rounds = 0;  // handshakes done
+};
+
+// A point-to-point link with one peer (p2p.cpp): the peer writes into this rank's inbox.
+struct P2PLink {
+  std::shared_ptr<Connection> connection;
+  bool mapped = false;
+  std::shared_ptr<Memory> inbox;
+  std::shared_ptr<RemoteMemory> peerInbox;
+  std::shared_ptr<Semaphore> data;  // a piece arrived (both directions)
+  std::shared_ptr<Semaphore> ack;   // a slot was drained (both directions)
+  uint64_t sent = 0, acked = 0, received = 0;
+};
+inline constexpr int kP2PSlots = 8;
+inline constexpr size_t kP2PSlotBytes = 64 << 10;
+inline constexpr size_t kP2PHeaderBytes = 64;
+
+// Staging memory for peers that are reached through put/get (ucx): loads land in the first
+// part; stores go through a ring that is flushed before it wraps.
+struct Bounce {
+  std::shared_ptr<Memory> memory;
+  char* base = nullptr;
+  size_t loadBytes = 0;
+  size_t ringBytes = 0;
+  size_t ringAt = 0;
+  std::vector<Connection*> dirty;  // see EngineImpl::markDirty
+};
+
+// Bookkeeping of an operation that did not move: when the wait began, when peers were last
+// checked.
+struct IdleState {
+  uint32_t polls = 0;
+  bool idle = false;
+  Clock::time_point since{};
+  Clock::time_point lastPeerCheck{};
+};
+
+// Moves made by the engine's operations on this thread: runOperations backs off while it stays
+// the same over a pass (cheaper than asking each operation through a cast).
+inline thread_local uint64_t tlsExecMoves = 0;
+
+class ExecOperation : public Operation {
+ public:
+  // Whether the last progress() moved anything.
+  bool moved() const { return moved_; }
+  // What the operation waits for now, for timeout sentences.
+  virtual std::string blocked() const = 0;
+  // tsrSuccess while every peer the operation still needs may be alive (Connection::peerStatus
+  // of those only: a peer that finished its part may be gone already).
+  virtual Result checkPeers() const = 0;
+
+ protected:
+  void markMoved() {
+    moved_ = true;
+    ++tlsExecMoves;
+  }
+  bool moved_ = false;
+};
+
+class EngineImpl final : public CollectiveEngine {
+ public:
+  explicit EngineImpl(const EngineOptions& options);
+  ~EngineImpl() override;
+  Result init();
+
+  Result start(const CollCall& call, std::unique_ptr<Operation>* out) override;
+  Result startP2P(const std::vector<P2PCall>& calls, std::unique_ptr<Operation>* out) override;
+  Result registerBuffer(void* ptr, size_t bytes, void** handle) override;
+  Result deregisterBuffer(void* handle) override;
+  Tuner& tuner() override { return tuner_; }
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  double timeoutSeconds() const { return timeoutSeconds_; }
+  size_t scratchBytes() const { return scratchBytes_; }
+  TransportContext& transports() { return *ctx_; }
+
+  // Turns: operations run in start order.
+  uint64_t takeTurn() { return nextSeq_++; }
+  bool myTurn(uint64_t seq) const { return running_ == seq; }
+  uint64_t running() const { return running_; }
+  void endTurn() { ++running_; }
+  // An operation failed (or was dropped unfinished): every later call fails with this.
+  Result poison(Result code);
+
+  // While an operation waits: timeouts, dead peers, abort, and progress of non-mapping
+  // connections. Returns tsrSuccess while it may go on waiting.
+  Result idle(IdleState* st, const ExecOperation& op);
+  static void busy(IdleState* st) {
+    st->polls = 0;
+    st->idle = false;
+  }
+
+  // ---- resources (bind.cpp) ----
+  Result connection(int peer, std::shared_ptr<Connection>* out);
+  Result bindPlan(BoundPlan* bp);
+  Result ensureBounce();
+  Bounce& bounce() { return bounce_; }
+  // Room for `bytes` in the staging ring (flushing it first when full); the offset in the
+  // bounce memory.
+  Result stageStore(size_t bytes, size_t* offset);
+  // Connections (not mapping) with puts or signals that may still be in flight; flushed when the
+  // staging ring wraps and when an operation ends, so that nothing lands in a peer's memory
+  // after both sides moved on (a peer may free it once the call is over everywhere).
+  void markDirty(Connection* c) {
+    for (Connection* x : bounce_.dirty)
+      if (x == c) return;
+    bounce_.dirty.push_back(c);
+  }
+  Result flushDirty();
+  Result ensureControl();
+  Control& control() { return control_; }
+  Result p2pLink(int peer, P2PLink** out);
+  // Sends `memory`'s blob to `peer` / receives one from it (engine tags).
+  Result sendBlob(int peer, int tag, const Memory* memory);
+  Result recvBlob(int peer, int tag, std::string* blob);
+
+  // ---- zero-copy (zero_copy.cpp) ----
+  const Registration* findRegistration(const void* ptr, size_t bytes) const;
+  // This rank's record for a call; sends blobs of registrations peers have not seen.
+  Result makeRecord(const CollCall& call, uint64_t callNo, HandshakeRecord* out);
+  Result publishRecord(const HandshakeRecord& mine);
+  // Polls peer records; *ready when all arrived. Fills `records` (index = rank).
+  Result pollRecords(std::vector<HandshakeRecord>* records, std::vector<uint8_t>* have,
+                     bool* ready);
+  Result importUser(int peer, uint32_t id, std::shared_ptr<RemoteMemory>* out);
+  // tsrInvalidUsage naming both calls when rank `peer`'s record `b` does not match `a` (this
+  // rank's): call number, collective, count, dtype, op (reducing) and root (rooted).
+  Result compareRecords(const HandshakeRecord& a, int peer, const HandshakeRecord& b) const;
+
+ private:
+  friend class CollOperation;
+  struct ChoiceKey {
+    uint8_t collective;
+    bool zeroCopyPossible;
+    int32_t root;
+    uint64_t bytes;
+    bool operator==(const ChoiceKey&) const = default;
+  };
+  struct ChoiceHash {
+    size_t operator()(const ChoiceKey& k) const {
+      return static_cast<size_t>((k.bytes * 0x9e3779b97f4a7c15ull) ^
+                                 (static_cast<uint64_t>(k.collective) << 40) ^
+                                 (static_cast<uint64_t>(static_cast<uint32_t>(k.root)) << 8) ^
+                                 (k.zeroCopyPossible ? 1u : 0u));
+    }
+  };
+
+  Result planFor(const PlanKey& key, BoundPlan** out);
+  Result userPlan(const std::shared_ptr<const Plan>& plan, BoundPlan** out);
+  Result choose(Collective c, size_t bytes, int root, bool zeroCopyPossible, BoundPlan** out);
+  Result overridePlan(const CollCall& call, bool zeroCopy, BoundPlan** out);
+  Result overrideLookup(const CollCall& call, bool zeroCopy, BoundPlan** out);
+  Result finishPlan(std::shared_ptr<const Plan> plan, BoundPlan** out,
+                    std::unique_ptr<BoundPlan>* slot);
+
+  EngineOptions options_;
+  TransportContext* ctx_ = nullptr;
+  int rank_ = 0;
+  int nranks_ = 1;
+  double timeoutSeconds_ = 300;
+  size_t scratchBytes_ = 0;
+  uint64_t zeroCopyMinBytes_ = 0;
+  TransportKind intraHost_ = TransportKind::kShm;
+  TransportKind interHost_ = TransportKind::kUcx;
+
+  Tuner tuner_;
+  TunerParams tunerSnapshot_;
+  std::unordered_map<ChoiceKey, BoundPlan*, ChoiceHash> choices_;
+  ChoiceKey lastChoiceKey_{};
+  BoundPlan* lastChoice_ = nullptr;
+  struct OverrideHit {
+    std::string algorithm;
+    Collective collective;
+    int root;
+    bool zeroCopy;
+    BoundPlan* plan;
+  };
+  std::vector<OverrideHit> overrides_;  // CollCall::algorithm -> plan, without string maps
+  std::map<PlanKey, std::unique_ptr<BoundPlan>> plans_;
+  std::map<const Plan*, std::unique_ptr<BoundPlan>> userPlans_;
+
+  std::vector<std::shared_ptr<Connection>> connections_;  // by peer
+  std::vector<std::shared_ptr<Connection>> unmapped_;     // those that need progress() calls
+  std::vector<std::unique_ptr<Registration>> registrations_;
+  Control control_;
+  bool controlReady_ = false;
+  std::vector<std::unique_ptr<P2PLink>> p2p_;  // by peer
+  Bounce bounce_;
+
+  uint64_t calls_ = 0;
+  uint64_t p2pGroups_ = 0;
+  uint64_t nextSeq_ = 0;
+  uint64_t running_ = 0;
+  Result poisoned_ = tsrSuccess;
+  std::string poisonWhy_;
+
+  friend Result makeCollOperation(EngineImpl*, const CollCall&, uint64_t, BoundPlan*, BoundPlan*,
+                                  bool, std::unique_ptr<Operation>*);
+};
+
+// host_executor.cpp: the operation that runs a collective (`plain` without zero-copy, `zeroCopy`
+// when the handshake finds every rank registered; null when there is no zero-copy candidate).
+Result makeCollOperation(EngineImpl* engine, const CollCall& call, uint64_t callNo,
+                         BoundPlan* plain, BoundPlan* zeroCopy, bool handshake,
+                         std::unique_ptr<Operation>* out);
+
+// The message size as nccl-tests counts it (the tuner's and the zero-copy threshold's measure).
+size_t callBytes(const CollCall& call, int nranks);
+
+}  // namespace tessera
