@@ -50,6 +50,38 @@ class TSR_API Communicator {
                                    tsrScalarResidence_t residence);
   tsrResult_t redOpDestroy(tsrRedOp_t op);
 
+  // Collectives and point-to-point, as tsrAllReduce ... tsrRecv (tessera.h says what each
+  // count and buffer is). Host buffers run on the host executor and the call returns when the
+  // result is in place (inside a group: at the outermost groupEnd); `stream` is then unused.
+  tsrResult_t allReduce(const void* sendbuff, void* recvbuff, size_t count, tsrDataType_t datatype,
+                        tsrRedOp_t op, tsrStream_t stream = nullptr);
+  tsrResult_t reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                            tsrDataType_t datatype, tsrRedOp_t op, tsrStream_t stream = nullptr);
+  tsrResult_t allGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                        tsrDataType_t datatype, tsrStream_t stream = nullptr);
+  tsrResult_t broadcast(const void* sendbuff, void* recvbuff, size_t count, tsrDataType_t datatype,
+                        int root, tsrStream_t stream = nullptr);
+  tsrResult_t reduce(const void* sendbuff, void* recvbuff, size_t count, tsrDataType_t datatype,
+                     tsrRedOp_t op, int root, tsrStream_t stream = nullptr);
+  tsrResult_t alltoAll(const void* sendbuff, void* recvbuff, size_t count, tsrDataType_t datatype,
+                       tsrStream_t stream = nullptr);
+  tsrResult_t send(const void* sendbuff, size_t count, tsrDataType_t datatype, int peer,
+                   tsrStream_t stream = nullptr);
+  tsrResult_t recv(void* recvbuff, size_t count, tsrDataType_t datatype, int peer,
+                   tsrStream_t stream = nullptr);
+
+  // tsrGroupStart / tsrGroupEnd: per calling thread, nestable, over any communicators.
+  static tsrResult_t groupStart();
+  static tsrResult_t groupEnd();
+
+  // tsrCommRegister / tsrCommDeregister (local).
+  tsrResult_t registerBuffer(void* buff, size_t size, void** handle);
+  tsrResult_t deregisterBuffer(void* handle);
+
+  // tsrMemAlloc / tsrMemFree: host memory that the processes of this host can share.
+  static tsrResult_t memAlloc(void** ptr, size_t size);
+  static tsrResult_t memFree(void* ptr);
+
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;

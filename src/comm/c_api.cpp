@@ -3,6 +3,7 @@
 
 #include "comm/api_guard.hpp"
 #include "comm/comm_impl.hpp"
+#include "comm/group.hpp"
 #include "comm/handles.hpp"
 #include "tessera/tessera.h"
 #include "tessera/tessera.hpp"
@@ -18,6 +19,13 @@ constexpr tessera::Subsys kLogSubsys = tessera::Subsys::kComm;
 #define TSR_LOOKUP(h, api, var)                       \
   std::shared_ptr<Communicator> var;                  \
   TSR_CHECK(tessera::handleLookup((h), (api), &var)); \
+  tessera::ScopedRank tsr_scoped_rank_(var->impl()->rank())
+
+// The same for collective and point-to-point calls: inside a group, a bad handle also fails
+// tsrGroupEnd.
+#define TSR_LOOKUP_CALL(h, api, var)                                          \
+  std::shared_ptr<Communicator> var;                                          \
+  TSR_CHECK(tessera::noteCallError(tessera::handleLookup((h), (api), &var))); \
   tessera::ScopedRank tsr_scoped_rank_(var->impl()->rank())
 
 }  // namespace
@@ -92,6 +100,9 @@ TSR_API tsrResult_t tsrCommDestroy(tsrComm_t comm) {
   return guarded("tsrCommDestroy", [&]() -> tsrResult_t {
     std::shared_ptr<Communicator> c;
     TSR_CHECK(tessera::handleRemove(comm, "tsrCommDestroy", &c));
+    // Another reference is a call of another thread still inside this rank: it must return, not
+    // wait for its deadline, so the rank stops as on abort.
+    if (c.use_count() > 1) return c->abort();
     return tsrSuccess;  // the rank's resources go with the last reference
   });
 }
@@ -145,6 +156,104 @@ TSR_API tsrResult_t tsrRedOpDestroy(tsrRedOp_t op, tsrComm_t comm) {
     TSR_LOOKUP(comm, "tsrRedOpDestroy", c);
     return c->redOpDestroy(op);
   });
+}
+
+TSR_API tsrResult_t tsrAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                 tsrDataType_t datatype, tsrRedOp_t op, tsrComm_t comm,
+                                 tsrStream_t stream) {
+  return guarded("tsrAllReduce", [&]() -> tsrResult_t {
+    TSR_LOOKUP_CALL(comm, "tsrAllReduce", c);
+    return c->allReduce(sendbuff, recvbuff, count, datatype, op, stream);
+  });
+}
+
+TSR_API tsrResult_t tsrReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                     tsrDataType_t datatype, tsrRedOp_t op, tsrComm_t comm,
+                                     tsrStream_t stream) {
+  return guarded("tsrReduceScatter", [&]() -> tsrResult_t {
+    TSR_LOOKUP_CALL(comm, "tsrReduceScatter", c);
+    return c->reduceScatter(sendbuff, recvbuff, recvcount, datatype, op, stream);
+  });
+}
+
+TSR_API tsrResult_t tsrAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                 tsrDataType_t datatype, tsrComm_t comm, tsrStream_t stream) {
+  return guarded("tsrAllGather", [&]() -> tsrResult_t {
+    TSR_LOOKUP_CALL(comm, "tsrAllGather", c);
+    return c->allGather(sendbuff, recvbuff, sendcount, datatype, stream);
+  });
+}
+
+TSR_API tsrResult_t tsrBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                 tsrDataType_t datatype, int root, tsrComm_t comm,
+                                 tsrStream_t stream) {
+  return guarded("tsrBroadcast", [&]() -> tsrResult_t {
+    TSR_LOOKUP_CALL(comm, "tsrBroadcast", c);
+    return c->broadcast(sendbuff, recvbuff, count, datatype, root, stream);
+  });
+}
+
+TSR_API tsrResult_t tsrReduce(const void* sendbuff, void* recvbuff, size_t count,
+                              tsrDataType_t datatype, tsrRedOp_t op, int root, tsrComm_t comm,
+                              tsrStream_t stream) {
+  return guarded("tsrReduce", [&]() -> tsrResult_t {
+    TSR_LOOKUP_CALL(comm, "tsrReduce", c);
+    return c->reduce(sendbuff, recvbuff, count, datatype, op, root, stream);
+  });
+}
+
+TSR_API tsrResult_t tsrAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                tsrDataType_t datatype, tsrComm_t comm, tsrStream_t stream) {
+  return guarded("tsrAlltoAll", [&]() -> tsrResult_t {
+    TSR_LOOKUP_CALL(comm, "tsrAlltoAll", c);
+    return c->alltoAll(sendbuff, recvbuff, count, datatype, stream);
+  });
+}
+
+TSR_API tsrResult_t tsrSend(const void* sendbuff, size_t count, tsrDataType_t datatype, int peer,
+                            tsrComm_t comm, tsrStream_t stream) {
+  return guarded("tsrSend", [&]() -> tsrResult_t {
+    TSR_LOOKUP_CALL(comm, "tsrSend", c);
+    return c->send(sendbuff, count, datatype, peer, stream);
+  });
+}
+
+TSR_API tsrResult_t tsrRecv(void* recvbuff, size_t count, tsrDataType_t datatype, int peer,
+                            tsrComm_t comm, tsrStream_t stream) {
+  return guarded("tsrRecv", [&]() -> tsrResult_t {
+    TSR_LOOKUP_CALL(comm, "tsrRecv", c);
+    return c->recv(recvbuff, count, datatype, peer, stream);
+  });
+}
+
+TSR_API tsrResult_t tsrGroupStart(void) {
+  return guarded("tsrGroupStart", [&]() -> tsrResult_t { return Communicator::groupStart(); });
+}
+
+TSR_API tsrResult_t tsrGroupEnd(void) {
+  return guarded("tsrGroupEnd", [&]() -> tsrResult_t { return Communicator::groupEnd(); });
+}
+
+TSR_API tsrResult_t tsrCommRegister(const tsrComm_t comm, void* buff, size_t size, void** handle) {
+  return guarded("tsrCommRegister", [&]() -> tsrResult_t {
+    TSR_LOOKUP(comm, "tsrCommRegister", c);
+    return c->registerBuffer(buff, size, handle);
+  });
+}
+
+TSR_API tsrResult_t tsrCommDeregister(const tsrComm_t comm, void* handle) {
+  return guarded("tsrCommDeregister", [&]() -> tsrResult_t {
+    TSR_LOOKUP(comm, "tsrCommDeregister", c);
+    return c->deregisterBuffer(handle);
+  });
+}
+
+TSR_API tsrResult_t tsrMemAlloc(void** ptr, size_t size) {
+  return guarded("tsrMemAlloc", [&]() -> tsrResult_t { return Communicator::memAlloc(ptr, size); });
+}
+
+TSR_API tsrResult_t tsrMemFree(void* ptr) {
+  return guarded("tsrMemFree", [&]() -> tsrResult_t { return Communicator::memFree(ptr); });
 }
 
 }  // extern "C"

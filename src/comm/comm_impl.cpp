@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "collectives/exec/engine.hpp"  // complete type for engine_'s destructor
 #include "core/cuda_driver.hpp"
 #include "core/datatype.hpp"
 #include "core/hash.hpp"

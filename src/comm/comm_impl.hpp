@@ -4,8 +4,10 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -17,6 +19,9 @@
 #include "transport/context.hpp"
 
 namespace tessera {
+
+class CollectiveEngine;
+struct Plan;
 
 class CommImpl {
  public:
@@ -68,6 +73,25 @@ class CommImpl {
   // The communicator's transport context, made on first use: collective (every rank calls it the
   // first time in the same order, as collectives do). Connections inside it are made lazily.
   Result transports(TransportContext** out);
+  // The communicator's collective engine, made on first use on top of transports(): collective
+  // the first time, whichever call makes it (every rank's first collective, group or
+  // registration-free call reaches it in the same order). Registrations made before it existed
+  // are handed to it then.
+  Result collectives(CollectiveEngine** out);
+  // Seconds a call may wait for its peers (the transport context's deadline); 0 before
+  // collectives() succeeded.
+  double callTimeoutSeconds() const { return callTimeout_.load(); }
+
+  // Overrides of the tuner's choice for every collective this rank starts from now on (perf's
+  // -A and --plan, tests that force an algorithm): a family name, or a plan; empty / null: the
+  // tuner decides. Every rank must set the same override before the same call.
+  void setCallOverride(std::string algorithm, std::shared_ptr<const Plan> plan);
+  void callOverride(std::string* algorithm, std::shared_ptr<const Plan>* plan) const;
+
+  // tsrCommRegister / tsrCommDeregister: local. The handle is tessera's own (never reused, so a
+  // handle of another communicator or one already deregistered is recognised as such).
+  Result registerBuffer(void* ptr, size_t bytes, void** handle);
+  Result deregisterBuffer(void* handle);
 
   Result redOpCreatePreMulSum(tsrRedOp_t* op, const void* scalar, tsrDataType_t dtype,
                               tsrScalarResidence_t residence);
@@ -102,6 +126,22 @@ class CommImpl {
 
   std::mutex transportMutex_;
   std::unique_ptr<TransportContext> transports_;  // destroyed before bootstrap_ (declared after)
+
+  // Engine state (comm_engine.cpp). engineMutex_ is taken before transportMutex_, never after.
+  struct Registration {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+    void* engineHandle = nullptr;  // null until the engine exists (or if it refused the buffer)
+  };
+  std::mutex engineMutex_;
+  std::map<uint64_t, Registration> registrations_;  // by handle id
+  std::atomic<double> callTimeout_{0};
+  mutable std::mutex overrideMutex_;
+  std::string overrideAlgorithm_;
+  std::shared_ptr<const Plan> overridePlan_;
+  // Declared after transports_ so it is destroyed first: its plans hold the context's memory
+  // and connections.
+  std::unique_ptr<CollectiveEngine> engine_;
 
   mutable std::mutex redOpMutex_;
   std::vector<std::unique_ptr<RedOpDesc>> userOps_;  // index i <-> handle tsrNumOps + i

@@ -1,0 +1,269 @@
+// The collective, point-to-point, group, registration and allocation calls of the C++ API. Every
+// argument is checked before anything is written or queued (DESIGN.md, "One call, end to end");
+// a valid call then goes to group.cpp, which starts it on the communicator's engine.
+#include <cstdint>
+
+#include "collectives/exec/engine.hpp"
+#include "comm/buffer_place.hpp"
+#include "comm/comm_impl.hpp"
+#include "comm/group.hpp"
+#include "core/datatype.hpp"
+#include "tessera/tessera.hpp"
+#include "transport/host_alloc.hpp"
+
+namespace tessera {
+namespace {
+constexpr Subsys kLogSubsys = Subsys::kColl;
+
+// A collective as the API received it.
+struct Request {
+  const char* api;
+  Collective collective;
+  const void* sendbuf;
+  void* recvbuf;
+  size_t count;
+  tsrDataType_t dtype;
+  tsrRedOp_t op;
+  int root;
+};
+
+uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+bool overlaps(const void* a, size_t aBytes, const void* b, size_t bBytes) {
+  return aBytes > 0 && bBytes > 0 && addr(a) < addr(b) + bBytes && addr(b) < addr(a) + aBytes;
+}
+
+// `factor` blocks of `count` elements must fit ptrdiff_t (and so size_t): every byte offset the
+// executors compute, up to count * size * nranks, is then representable.
+Result checkCount(const char* api, size_t count, tsrDataType_t dtype, int factor) {
+  const size_t unit = dtypeSize(dtype) * static_cast<size_t>(factor);
+  constexpr auto kMaxBytes = static_cast<size_t>(PTRDIFF_MAX);
+  if (count > kMaxBytes / unit)
+    return TSR_FAIL(tsrInvalidArgument,
+                    "%s: count %zu of %s (%zu bytes each) times %d blocks is more than %zu bytes "
+                    "(PTRDIFF_MAX)",
+                    api, count, dtypeName(dtype), dtypeSize(dtype), factor, kMaxBytes);
+  return tsrSuccess;
+}
+
+// The host executor loads and stores through the pointers: device memory would fault there.
+Result checkHostBuffer(const char* api, const char* name, const void* ptr) {
+  int device = -1;
+  BufferPlace place = bufferPlace(ptr, &device);
+  if (place == BufferPlace::kHost) return tsrSuccess;
+  return TSR_FAIL(tsrInvalidUsage,
+                  "%s: %s %p is CUDA %s memory (device %d); device buffers need the device "
+                  "executor, which is not built yet",
+                  api, name, ptr, place == BufferPlace::kDevice ? "device" : "managed", device);
+}
+
+// NCCL's in-place rule of each collective, for error sentences.
+const char* inPlaceRule(Collective c) {
+  switch (c) {
+    case Collective::kAllGather: return "sendbuff == recvbuff + rank * sendcount";
+    case Collective::kReduceScatter: return "recvbuff == sendbuff + rank * recvcount";
+    case Collective::kAllToAll: return "alltoall has no in-place form";
+    default: return "sendbuff == recvbuff";
+  }
+}
+
+Result checkCollective(CommImpl& comm, const Request& q, CollCall* call) {
+  TSR_CHECK(comm.checkReady(q.api));
+  TSR_CHECK(dtypeCheck(q.dtype, q.api));
+  const int n = comm.nranks(), me = comm.rank();
+  RedOpDesc op;
+  if (collectiveReduces(q.collective)) {
+    Result r = comm.redOpLookup(q.op, q.dtype, &op);
+    if (r != tsrSuccess) return addContext(r, "%s", q.api);
+  }
+  if (collectiveHasRoot(q.collective) && (q.root < 0 || q.root >= n))
+    return TSR_FAIL(tsrInvalidArgument, "%s: root %d is outside [0, %d)", q.api, q.root, n);
+  TSR_CHECK(checkCount(q.api, q.count, q.dtype, n));
+  call->collective = q.collective;
+  call->sendbuf = q.sendbuf;
+  call->recvbuf = q.recvbuf;
+  call->count = q.count;
+  call->dtype = q.dtype;
+  call->op = op;
+  call->root = q.root;
+  comm.callOverride(&call->algorithm, &call->plan);
+  if (q.count == 0) return tsrSuccess;  // no buffer is touched
+
+  // Bytes this rank reads from sendbuff and writes to recvbuff.
+  const size_t block = dtypeSize(q.dtype) * q.count;
+  const auto all = block * static_cast<size_t>(n);
+  size_t sendBytes = block, recvBytes = block;
+  bool inPlace = q.sendbuf == q.recvbuf;
+  switch (q.collective) {
+    case Collective::kReduceScatter:
+      sendBytes = all;
+      inPlace = addr(q.recvbuf) == addr(q.sendbuf) + static_cast<size_t>(me) * block;
+      break;
+    case Collective::kAllGather:
+      recvBytes = all;
+      inPlace = addr(q.sendbuf) == addr(q.recvbuf) + static_cast<size_t>(me) * block;
+      break;
+    case Collective::kAllToAll:
+      sendBytes = recvBytes = all;
+      inPlace = false;
+      break;
+    case Collective::kBroadcast:
+      if (me != q.root) sendBytes = 0;  // not read: may be NULL
+      break;
+    case Collective::kReduce:
+      if (me != q.root) recvBytes = 0;  // not written: may be NULL
+      break;
+    case Collective::kAllReduce: break;
+  }
+  if (sendBytes > 0 && q.sendbuf == nullptr)
+    return TSR_FAIL(tsrInvalidArgument, "%s: sendbuff is NULL with count %zu%s", q.api, q.count,
+                    collectiveHasRoot(q.collective) ? " on this rank" : "");
+  if (recvBytes > 0 && q.recvbuf == nullptr)
+    return TSR_FAIL(tsrInvalidArgument, "%s: recvbuff is NULL with count %zu%s", q.api, q.count,
+                    collectiveHasRoot(q.collective) ? " on the root" : "");
+  if (q.collective == Collective::kAllToAll && q.sendbuf == q.recvbuf)
+    return TSR_FAIL(tsrInvalidArgument,
+                    "%s: sendbuff == recvbuff (%p), but alltoall has no in-place form; use two "
+                    "buffers",
+                    q.api, q.recvbuf);
+  // Any other overlap would make the call read what it already wrote.
+  if (!inPlace && overlaps(q.sendbuf, sendBytes, q.recvbuf, recvBytes))
+    return TSR_FAIL(tsrInvalidArgument,
+                    "%s: sendbuff [%p, +%zu bytes) and recvbuff [%p, +%zu bytes) overlap but the "
+                    "call is not in place (%s)",
+                    q.api, q.sendbuf, sendBytes, q.recvbuf, recvBytes, inPlaceRule(q.collective));
+  if (sendBytes > 0) TSR_CHECK(checkHostBuffer(q.api, "sendbuff", q.sendbuf));
+  if (recvBytes > 0) TSR_CHECK(checkHostBuffer(q.api, "recvbuff", q.recvbuf));
+  return tsrSuccess;
+}
+
+Result issue(const std::shared_ptr<CommImpl>& impl, const Request& q) {
+  ScopedRank scoped(impl->rank());
+  PendingCall pc;
+  pc.comm = impl;
+  Result r = checkCollective(*impl, q, &pc.coll);
+  if (r != tsrSuccess) return noteCallError(r);
+  if (q.count == 0) return tsrSuccess;
+  return submitCall(std::move(pc));
+}
+
+Result checkP2P(CommImpl& comm, const char* api, const void* buf, size_t count, tsrDataType_t dtype,
+                int peer) {
+  TSR_CHECK(comm.checkReady(api));
+  TSR_CHECK(dtypeCheck(dtype, api));
+  const int n = comm.nranks();
+  if (peer < 0 || peer >= n)
+    return TSR_FAIL(tsrInvalidArgument, "%s: peer %d is outside [0, %d)", api, peer, n);
+  if (peer == comm.rank() && !inGroup())
+    return TSR_FAIL(tsrInvalidUsage,
+                    "%s: peer %d is this rank, outside a group: it can only complete with its "
+                    "matching call in the same tsrGroupStart/tsrGroupEnd",
+                    api, peer);
+  TSR_CHECK(checkCount(api, count, dtype, 1));
+  if (count == 0) return tsrSuccess;
+  if (buf == nullptr)
+    return TSR_FAIL(tsrInvalidArgument, "%s: the buffer is NULL with count %zu", api, count);
+  return checkHostBuffer(api, "the buffer", buf);
+}
+
+Result issueP2P(const std::shared_ptr<CommImpl>& impl, const char* api, bool isSend,
+                const void* buf, size_t count, tsrDataType_t dtype, int peer) {
+  ScopedRank scoped(impl->rank());
+  Result r = checkP2P(*impl, api, buf, count, dtype, peer);
+  if (r != tsrSuccess) return noteCallError(r);
+  if (count == 0) return tsrSuccess;
+  PendingCall pc;
+  pc.comm = impl;
+  pc.isP2P = true;
+  pc.p2p.isSend = isSend;
+  pc.p2p.peer = peer;
+  pc.p2p.sendbuf = isSend ? buf : nullptr;
+  pc.p2p.recvbuf = isSend ? nullptr : const_cast<void*>(buf);
+  pc.p2p.count = count;
+  pc.p2p.dtype = dtype;
+  return submitCall(std::move(pc));
+}
+
+}  // namespace
+
+tsrResult_t Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                    tsrDataType_t datatype, tsrRedOp_t op, tsrStream_t) {
+  return issue(
+      impl_, {"tsrAllReduce", Collective::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0});
+}
+
+tsrResult_t Communicator::reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                        tsrDataType_t datatype, tsrRedOp_t op, tsrStream_t) {
+  return issue(impl_, {"tsrReduceScatter", Collective::kReduceScatter, sendbuff, recvbuff,
+                       recvcount, datatype, op, 0});
+}
+
+tsrResult_t Communicator::allGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                    tsrDataType_t datatype, tsrStream_t) {
+  return issue(impl_, {"tsrAllGather", Collective::kAllGather, sendbuff, recvbuff, sendcount,
+                       datatype, tsrSum, 0});
+}
+
+tsrResult_t Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                    tsrDataType_t datatype, int root, tsrStream_t) {
+  return issue(impl_, {"tsrBroadcast", Collective::kBroadcast, sendbuff, recvbuff, count, datatype,
+                       tsrSum, root});
+}
+
+tsrResult_t Communicator::reduce(const void* sendbuff, void* recvbuff, size_t count,
+                                 tsrDataType_t datatype, tsrRedOp_t op, int root, tsrStream_t) {
+  return issue(impl_,
+               {"tsrReduce", Collective::kReduce, sendbuff, recvbuff, count, datatype, op, root});
+}
+
+tsrResult_t Communicator::alltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                   tsrDataType_t datatype, tsrStream_t) {
+  return issue(impl_, {"tsrAlltoAll", Collective::kAllToAll, sendbuff, recvbuff, count, datatype,
+                       tsrSum, 0});
+}
+
+tsrResult_t Communicator::send(const void* sendbuff, size_t count, tsrDataType_t datatype, int peer,
+                               tsrStream_t) {
+  return issueP2P(impl_, "tsrSend", true, sendbuff, count, datatype, peer);
+}
+
+tsrResult_t Communicator::recv(void* recvbuff, size_t count, tsrDataType_t datatype, int peer,
+                               tsrStream_t) {
+  return issueP2P(impl_, "tsrRecv", false, recvbuff, count, datatype, peer);
+}
+
+tsrResult_t Communicator::groupStart() { return tessera::groupStart(); }
+
+tsrResult_t Communicator::groupEnd() { return tessera::groupEnd(); }
+
+tsrResult_t Communicator::registerBuffer(void* buff, size_t size, void** handle) {
+  ScopedRank scoped(impl_->rank());
+  if (handle == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrCommRegister: handle is NULL");
+  if (buff == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrCommRegister: buff is NULL");
+  if (size == 0) return TSR_FAIL(tsrInvalidArgument, "tsrCommRegister: size is 0");
+  if (size > static_cast<size_t>(PTRDIFF_MAX) || addr(buff) + size < addr(buff))
+    return TSR_FAIL(tsrInvalidArgument,
+                    "tsrCommRegister: [%p, +%zu bytes) runs past the end of the address space",
+                    buff, size);
+  TSR_CHECK(checkHostBuffer("tsrCommRegister", "buff", buff));
+  return impl_->registerBuffer(buff, size, handle);
+}
+
+tsrResult_t Communicator::deregisterBuffer(void* handle) {
+  ScopedRank scoped(impl_->rank());
+  if (handle == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrCommDeregister: handle is NULL");
+  return impl_->deregisterBuffer(handle);
+}
+
+tsrResult_t Communicator::memAlloc(void** ptr, size_t size) {
+  if (ptr == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrMemAlloc: ptr is NULL");
+  if (size == 0) return TSR_FAIL(tsrInvalidArgument, "tsrMemAlloc: size is 0");
+  return sharedHostAlloc(size, ptr);
+}
+
+tsrResult_t Communicator::memFree(void* ptr) {
+  if (ptr == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrMemFree: ptr is NULL");
+  return sharedHostFree(ptr);
+}
+
+}  // namespace tessera

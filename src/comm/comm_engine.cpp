@@ -1,0 +1,110 @@
+// CommImpl's collective engine: made on first use over the transport context, the per-call
+// overrides of the tuner, and zero-copy registrations (which may come before the engine exists,
+// so that tsrCommRegister stays a local call).
+#include <algorithm>
+
+#include "collectives/exec/engine.hpp"
+#include "comm/comm_impl.hpp"
+
+namespace tessera {
+namespace {
+constexpr Subsys kLogSubsys = Subsys::kColl;
+
+// Handle value = (id << 4) | kTag: never null, and ids are process-wide, so a handle of another
+// communicator is never mistaken for one of this communicator.
+constexpr uintptr_t kRegistrationTag = 0xb;
+constexpr unsigned kRegistrationShift = 4;
+std::atomic<uint64_t> nextRegistrationId{1};
+
+// Host index of each rank: ranks of one host share an index; indices are numbered in the order
+// hosts first appear among the ranks, so every rank computes the same vector.
+std::vector<int> hostIndices(const std::vector<RankPlacement>& placements) {
+  std::vector<int> out(placements.size(), -1);
+  int hosts = 0;
+  for (size_t i = 0; i < placements.size(); ++i) {
+    for (size_t j = 0; j < i && out[i] < 0; ++j)
+      if (locality(placements[j], placements[i]) != Locality::kOtherHost) out[i] = out[j];
+    if (out[i] < 0) out[i] = hosts++;
+  }
+  return out;
+}
+
+}  // namespace
+
+Result CommImpl::collectives(CollectiveEngine** out) {
+  TSR_CHECK(checkReady("collective setup"));
+  std::lock_guard<std::mutex> lock(engineMutex_);
+  if (!engine_) {
+    TransportContext* ctx = nullptr;
+    TSR_CHECK(transports(&ctx));
+    EngineOptions o;
+    o.transports = ctx;
+    o.rank = rank();
+    o.nranks = nranks();
+    o.hostOf = hostIndices(placements_);
+    o.timeoutSeconds = ctx->timeoutSeconds();  // TESSERA_TRANSPORT_TIMEOUT
+    std::unique_ptr<CollectiveEngine> engine;
+    TSR_CHECK(CollectiveEngine::create(o, &engine));
+    for (auto& [id, reg] : registrations_) {
+      // Checked when registered; a refusal now only costs the zero-copy path for that buffer.
+      if (engine->registerBuffer(reg.ptr, reg.bytes, &reg.engineHandle) != tsrSuccess) {
+        TSR_WARN("buffer %p (%zu bytes) registered before the first collective: %s", reg.ptr,
+                 reg.bytes, lastErrorMessage());
+        reg.engineHandle = nullptr;
+      }
+    }
+    callTimeout_.store(o.timeoutSeconds);
+    engine_ = std::move(engine);
+    TSR_INFO("comm %016llx rank %d: collective engine ready (%d hosts, timeout %.1f s)",
+             static_cast<unsigned long long>(commHash_), rank(),
+             o.hostOf.empty() ? 0 : *std::max_element(o.hostOf.begin(), o.hostOf.end()) + 1,
+             o.timeoutSeconds);
+  }
+  *out = engine_.get();
+  return tsrSuccess;
+}
+
+void CommImpl::setCallOverride(std::string algorithm, std::shared_ptr<const Plan> plan) {
+  std::lock_guard<std::mutex> lock(overrideMutex_);
+  overrideAlgorithm_ = std::move(algorithm);
+  overridePlan_ = std::move(plan);
+}
+
+void CommImpl::callOverride(std::string* algorithm, std::shared_ptr<const Plan>* plan) const {
+  std::lock_guard<std::mutex> lock(overrideMutex_);
+  *algorithm = overrideAlgorithm_;
+  *plan = overridePlan_;
+}
+
+Result CommImpl::registerBuffer(void* ptr, size_t bytes, void** handle) {
+  TSR_CHECK(checkReady("tsrCommRegister"));
+  std::lock_guard<std::mutex> lock(engineMutex_);
+  Registration reg{ptr, bytes, nullptr};
+  if (engine_) TSR_CHECK(engine_->registerBuffer(ptr, bytes, &reg.engineHandle));
+  uint64_t id = nextRegistrationId.fetch_add(1);
+  registrations_.emplace(id, reg);
+  *handle = reinterpret_cast<void*>(
+      static_cast<uintptr_t>((id << kRegistrationShift) | kRegistrationTag));
+  return tsrSuccess;
+}
+
+Result CommImpl::deregisterBuffer(void* handle) {
+  TSR_CHECK(checkReady("tsrCommDeregister"));
+  auto v = reinterpret_cast<uintptr_t>(handle);
+  std::lock_guard<std::mutex> lock(engineMutex_);
+  auto it = registrations_.end();
+  if ((v & ((uintptr_t{1} << kRegistrationShift) - 1)) == kRegistrationTag)
+    it = registrations_.find(static_cast<uint64_t>(v >> kRegistrationShift));
+  if (it == registrations_.end())
+    return TSR_FAIL(tsrInvalidArgument,
+                    "tsrCommDeregister: handle %p was not made by tsrCommRegister on this "
+                    "communicator, or was already deregistered",
+                    handle);
+  Registration reg = it->second;
+  registrations_.erase(it);
+  if (engine_ && reg.engineHandle != nullptr)
+    TSR_CHECK(engine_->deregisterBuffer(reg.engineHandle));
+  return tsrSuccess;
+}
+
+}  // namespace tessera

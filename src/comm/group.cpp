@@ -1,0 +1,160 @@
+#include "comm/group.hpp"
+
+#include <algorithm>
+#include <new>
+#include <string>
+#include <thread>
+
+#include "comm/comm_impl.hpp"
+
+namespace tessera {
+namespace {
+constexpr Subsys kLogSubsys = Subsys::kColl;
+
+struct GroupState {
+  int depth = 0;
+  Result error = tsrSuccess;  // the first failed call of the open group
+  std::string errorText;
+  std::vector<PendingCall> calls;
+};
+thread_local GroupState tGroup;
+
+// The calls of one communicator in a batch, and what starting them gave.
+struct CommBatch {
+  std::shared_ptr<CommImpl> comm;
+  std::vector<const CollCall*> colls;
+  std::vector<P2PCall> p2p;
+  std::vector<std::unique_ptr<Operation>> ops;
+  Result result = tsrSuccess;
+  std::string error;  // the sentence of a failed start (it may happen on another thread)
+};
+
+// Starts one communicator's calls; the engine's one-time setup of a plan may block on peers.
+Result startBatch(CommBatch& b) {
+  CollectiveEngine* engine = nullptr;
+  TSR_CHECK(b.comm->collectives(&engine));
+  for (const CollCall* c : b.colls) {
+    std::unique_ptr<Operation> op;
+    TSR_CHECK(engine->start(*c, &op));
+    b.ops.push_back(std::move(op));
+  }
+  // The sends and receives after the collectives, wherever they were in the group: ranks need
+  // not agree on where (NCCL's rule), but they must start their setups in the same order.
+  if (!b.p2p.empty()) {
+    std::unique_ptr<Operation> op;
+    TSR_CHECK(engine->startP2P(b.p2p, &op));
+    b.ops.push_back(std::move(op));
+  }
+  return tsrSuccess;
+}
+
+// startBatch on any thread: what the standard library throws becomes the batch's error.
+void startBatchCatching(CommBatch& b) noexcept {
+  ScopedRank scoped(b.comm->rank());
+  try {
+    b.result = startBatch(b);
+  } catch (const std::bad_alloc&) {
+    b.result = TSR_FAIL(tsrSystemError, "out of memory while starting a collective");
+  } catch (const std::exception& e) {
+    b.result =
+        TSR_FAIL(tsrInternalError, "starting a collective: unexpected exception: %s", e.what());
+  } catch (...) {
+    b.result = TSR_FAIL(tsrInternalError, "starting a collective: unexpected exception");
+  }
+  if (b.result != tsrSuccess) b.error = lastErrorMessage();
+}
+
+Result runCalls(std::vector<PendingCall>& calls) {
+  std::vector<CommBatch> batches;
+  for (PendingCall& c : calls) {
+    auto it = std::find_if(batches.begin(), batches.end(),
+                           [&](const CommBatch& b) { return b.comm == c.comm; });
+    if (it == batches.end()) {
+      batches.emplace_back();
+      batches.back().comm = c.comm;
+      it = batches.end() - 1;
+    }
+    if (c.isP2P)
+      it->p2p.push_back(c.p2p);
+    else
+      it->colls.push_back(&c.coll);
+  }
+  if (batches.size() == 1) {
+    startBatchCatching(batches[0]);
+    if (batches[0].result != tsrSuccess) return batches[0].result;  // this thread's error already
+  } else {
+    // One thread drives ranks of several communicators (or several ranks of one, as after
+    // tsrCommInitAll): a start may wait for the same call on another of them, so they start
+    // concurrently.
+    std::vector<std::thread> threads;
+    threads.reserve(batches.size());
+    try {
+      for (CommBatch& b : batches) threads.emplace_back([&b] { startBatchCatching(b); });
+    } catch (...) {
+      for (std::thread& t : threads) t.join();
+      throw;  // guarded() turns it into tsrSystemError
+    }
+    for (std::thread& t : threads) t.join();
+    for (const CommBatch& b : batches)
+      if (b.result != tsrSuccess)
+        return TSR_FAIL(b.result, "tsrGroupEnd: starting the calls of rank %d failed: %s",
+                        b.comm->rank(), b.error.c_str());
+  }
+  std::vector<Operation*> ops;
+  double timeout = 0;
+  for (CommBatch& b : batches) {
+    for (auto& op : b.ops) ops.push_back(op.get());
+    timeout = std::max(timeout, b.comm->callTimeoutSeconds());
+  }
+  ScopedRank scoped(batches.size() == 1 ? batches[0].comm->rank() : currentRank());
+  return runOperations(ops, timeout);
+}
+
+}  // namespace
+
+bool inGroup() { return tGroup.depth > 0; }
+
+Result submitCall(PendingCall call) {
+  if (tGroup.depth > 0) {
+    tGroup.calls.push_back(std::move(call));
+    return tsrSuccess;
+  }
+  std::vector<PendingCall> one;
+  one.push_back(std::move(call));
+  return runCalls(one);
+}
+
+Result noteCallError(Result code) {
+  if (code != tsrSuccess && tGroup.depth > 0 && tGroup.error == tsrSuccess) {
+    tGroup.error = code;
+    tGroup.errorText = lastErrorMessage();
+  }
+  return code;
+}
+
+Result groupStart() {
+  ++tGroup.depth;
+  return tsrSuccess;
+}
+
+Result groupEnd() {
+  if (tGroup.depth == 0)
+    return TSR_FAIL(tsrInvalidUsage, "tsrGroupEnd: no tsrGroupStart is open on this thread");
+  if (--tGroup.depth > 0) return tsrSuccess;
+  // The group is over whatever happens next: a later group starts empty.
+  std::vector<PendingCall> calls = std::move(tGroup.calls);
+  tGroup.calls.clear();
+  Result error = tGroup.error;
+  std::string errorText = std::move(tGroup.errorText);
+  tGroup.error = tsrSuccess;
+  tGroup.errorText.clear();
+  if (error != tsrSuccess)
+    return TSR_FAIL(error,
+                    "tsrGroupEnd: nothing of the group was started because one of its calls "
+                    "failed: %s",
+                    errorText.c_str());
+  if (calls.empty()) return tsrSuccess;
+  return runCalls(calls);
+}
+
+}  // namespace tessera

@@ -1,0 +1,39 @@
+// Groups (tsrGroupStart / tsrGroupEnd) and the issue of validated calls to the engines.
+//
+// Outside a group a call is started and run to completion on the calling thread. Inside one it is
+// queued; the outermost tsrGroupEnd starts every queued call, per communicator in call order
+// (the collectives, then one startP2P with all of that communicator's sends and receives), and
+// then drives all their operations together, so a group whose calls depend on each other (a send
+// and its receive, ranks of one communicator driven by one thread) cannot deadlock.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "collectives/exec/engine.hpp"
+#include "core/status.hpp"
+
+namespace tessera {
+
+class CommImpl;
+
+// One validated call (count > 0).
+struct PendingCall {
+  std::shared_ptr<CommImpl> comm;
+  bool isP2P = false;
+  CollCall coll;  // !isP2P
+  P2PCall p2p;    // isP2P
+};
+
+// True when the calling thread is inside tsrGroupStart / tsrGroupEnd.
+bool inGroup();
+// Inside a group: queues the call; outside: runs it to completion.
+Result submitCall(PendingCall call);
+// A call failed its checks: inside a group the error is remembered so that tsrGroupEnd fails
+// too (and nothing of the group is started). Returns `code` (tsrSuccess passes through).
+Result noteCallError(Result code);
+
+Result groupStart();
+Result groupEnd();
+
+}  // namespace tessera
