@@ -19,7 +19,12 @@
 //   reduce          1               1                count   (only the root's output is written)
 //   alltoall        nranks          nranks           count per peer
 //
-// Input and output chunks are always cut with the plan's chunksPerSegment; the scratch too.
+// Input and output chunks are always cut with the plan's chunksPerSegment. The scratch is cut
+// into the same number of SLOTS per segment, but with one fixed geometry for every iteration and
+// call: slot j of a scratch segment starts at j * (slice / cps) elements, where the slice is the
+// most elements one iteration can carry (see below); a chunk placed in a slot uses its first
+// length elements. So a credit that frees slot j frees the same bytes whatever the next
+// iteration's unit, dtype or count (the slot's byte size does not depend on the dtype).
 //
 // ---- Slices (pipelining through the scratch) ---------------------------------------------------
 // A plan that uses the scratch is run once per SLICE of the message: with a slice of S elements,
