@@ -144,8 +144,10 @@ TSR_API tsrResult_t tsrCommFinalize(tsrComm_t comm);
 /* Local: releases this rank (call tsrCommFinalize first for an orderly end). The handle is dead
  * afterwards: any use returns tsrInvalidUsage. */
 TSR_API tsrResult_t tsrCommDestroy(tsrComm_t comm);
-/* Local: stops at once. Operations of this rank blocked in other threads return an error; peers
- * see this rank as gone. The handle is dead afterwards. */
+/* Local: stops at once. Operations of this rank blocked in other threads return an error. Peers
+ * see this rank as gone when its process exits (shm and ucx notice a dead process); a rank that
+ * aborts but lives on is noticed only by its peers' deadlines (TESSERA_TRANSPORT_TIMEOUT). The
+ * handle is dead afterwards. */
 TSR_API tsrResult_t tsrCommAbort(tsrComm_t comm);
 TSR_API tsrResult_t tsrCommGetAsyncError(tsrComm_t comm, tsrResult_t* asyncError);
 

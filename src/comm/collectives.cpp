@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "collectives/exec/engine.hpp"
+#include "comm/api_guard.hpp"
 #include "comm/buffer_place.hpp"
 #include "comm/comm_impl.hpp"
 #include "comm/group.hpp"
@@ -115,6 +116,12 @@ Result checkCollective(CommImpl& comm, const Request& q, CollCall* call) {
       break;
     case Collective::kAllReduce: break;
   }
+  if ((sendBytes > 0 && addr(q.sendbuf) + sendBytes < addr(q.sendbuf)) ||
+      (recvBytes > 0 && addr(q.recvbuf) + recvBytes < addr(q.recvbuf)))
+    return TSR_FAIL(
+        tsrInvalidArgument, "%s: a buffer of %zu bytes at %p wraps around the address space", q.api,
+        sendBytes > 0 && addr(q.sendbuf) + sendBytes < addr(q.sendbuf) ? sendBytes : recvBytes,
+        sendBytes > 0 && addr(q.sendbuf) + sendBytes < addr(q.sendbuf) ? q.sendbuf : q.recvbuf);
   if (sendBytes > 0 && q.sendbuf == nullptr)
     return TSR_FAIL(tsrInvalidArgument, "%s: sendbuff is NULL with count %zu%s", q.api, q.count,
                     collectiveHasRoot(q.collective) ? " on this rank" : "");
@@ -137,14 +144,18 @@ Result checkCollective(CommImpl& comm, const Request& q, CollCall* call) {
   return tsrSuccess;
 }
 
+// The C++ API promises codes, not exceptions: what the standard library throws (out of memory
+// while queueing inside a group) is recorded as the call's error, so tsrGroupEnd fails too.
 Result issue(const std::shared_ptr<CommImpl>& impl, const Request& q) {
   ScopedRank scoped(impl->rank());
-  PendingCall pc;
-  pc.comm = impl;
-  Result r = checkCollective(*impl, q, &pc.coll);
-  if (r != tsrSuccess) return noteCallError(r);
-  if (q.count == 0) return tsrSuccess;
-  return submitCall(std::move(pc));
+  Result r = guarded(q.api, [&]() -> Result {
+    PendingCall pc;
+    pc.comm = impl;
+    TSR_CHECK(checkCollective(*impl, q, &pc.coll));
+    if (q.count == 0) return tsrSuccess;
+    return submitCall(std::move(pc));
+  });
+  return r == tsrSuccess ? r : noteCallError(r);
 }
 
 Result checkP2P(CommImpl& comm, const char* api, const void* buf, size_t count, tsrDataType_t dtype,
@@ -166,12 +177,22 @@ Result checkP2P(CommImpl& comm, const char* api, const void* buf, size_t count, 
   return checkHostBuffer(api, "the buffer", buf);
 }
 
+Result submitP2P(const std::shared_ptr<CommImpl>& impl, bool isSend, const void* buf, size_t count,
+                 tsrDataType_t dtype, int peer);
+
 Result issueP2P(const std::shared_ptr<CommImpl>& impl, const char* api, bool isSend,
                 const void* buf, size_t count, tsrDataType_t dtype, int peer) {
   ScopedRank scoped(impl->rank());
-  Result r = checkP2P(*impl, api, buf, count, dtype, peer);
-  if (r != tsrSuccess) return noteCallError(r);
-  if (count == 0) return tsrSuccess;
+  Result r = guarded(api, [&]() -> Result {
+    TSR_CHECK(checkP2P(*impl, api, buf, count, dtype, peer));
+    if (count == 0) return tsrSuccess;
+    return submitP2P(impl, isSend, buf, count, dtype, peer);
+  });
+  return r == tsrSuccess ? r : noteCallError(r);
+}
+
+Result submitP2P(const std::shared_ptr<CommImpl>& impl, bool isSend, const void* buf, size_t count,
+                 tsrDataType_t dtype, int peer) {
   PendingCall pc;
   pc.comm = impl;
   pc.isP2P = true;
@@ -234,7 +255,9 @@ tsrResult_t Communicator::recv(void* recvbuff, size_t count, tsrDataType_t datat
 
 tsrResult_t Communicator::groupStart() { return tessera::groupStart(); }
 
-tsrResult_t Communicator::groupEnd() { return tessera::groupEnd(); }
+tsrResult_t Communicator::groupEnd() {
+  return guarded("tsrGroupEnd", [] { return tessera::groupEnd(); });
+}
 
 tsrResult_t Communicator::registerBuffer(void* buff, size_t size, void** handle) {
   ScopedRank scoped(impl_->rank());
