@@ -1,0 +1,46 @@
+// sendrecv_perf: a ring of point-to-point transfers, as nccl-tests' sendrecv_perf: rank r sends
+// to r + 1 and receives from r - 1, both in one group.
+#include "coll_perf_common.hpp"
+#include "coll_perf_mpi.hpp"
+
+namespace tessera::perf {
+namespace {
+
+double busFactor(int) { return 1.0; }
+
+void sizes(size_t count, size_t, int, CollSizes* s) { *s = {count, count, count, 0, 0}; }
+
+tsrResult_t run(const CollArgs& a) {
+  int next = (a.rank + 1) % a.nranks;
+  int prev = (a.rank + a.nranks - 1) % a.nranks;
+  tsrResult_t r = tsrGroupStart();
+  if (r != tsrSuccess) return r;
+  tsrResult_t s = tsrSend(a.send, a.count, a.dtype, next, a.comm, nullptr);
+  tsrResult_t v = s == tsrSuccess ? tsrRecv(a.recv, a.count, a.dtype, prev, a.comm, nullptr) : s;
+  r = tsrGroupEnd();  // always, so the group is closed whatever failed inside it
+  return v != tsrSuccess ? v : r;
+}
+
+Source source(const CollArgs& a, size_t i) {
+  return {Source::kCopy, (a.rank + a.nranks - 1) % a.nranks, i};
+}
+
+#if TESSERA_HAVE_MPI
+int mpiRun(const MpiArgs& m) {
+  return MPI_Sendrecv(m.send, m.count, m.type, (m.rank + 1) % m.nranks, 0, m.recv, m.count, m.type,
+                      (m.rank + m.nranks - 1) % m.nranks, 0, m.comm, MPI_STATUS_IGNORE);
+}
+#else
+constexpr int (*mpiRun)(const MpiArgs&) = nullptr;
+#endif
+
+}  // namespace
+}  // namespace tessera::perf
+
+int main(int argc, char** argv) {
+  using namespace tessera::perf;
+  // No in-place form: sending from the buffer being received into would race.
+  static const CollHooks hooks{"sendrecv", false, false,  false, busFactor,
+                               sizes,      run,   source, mpiRun};
+  return collPerfMain(argc, argv, hooks);
+}
