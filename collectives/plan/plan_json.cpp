@@ -72,7 +72,7 @@ namespace {
 
 using OJson = nlohmann::ordered_json;
 
-constexpr size_t kMaxDocumentBytes = size_t{64} << 20;
+constexpr size_t kMaxDocumentBytes = size_t{32} << 20;
 
 std::string dumpScalar(const OJson& j) {
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);

@@ -235,11 +235,17 @@ class Reader {
     return ref(*dst, child(path, "dst"), &out->dst);
   }
 
-  Result rank(const Json& j, const std::string& path, RankPlan* out) const {
+  Result rank(const Json& j, const std::string& path, int32_t nranks, RankPlan* out) const {
     TSR_CHECK(object(j, path, {"scratchSegments", "credits", "workers"}));
     TSR_CHECK(integer(j, path, "scratchSegments", false, &out->scratchSegments));
     const Json* credits = nullptr;
     TSR_CHECK(array(j, path, "credits", false, &credits));
+    // Sizes are checked before anything is allocated for them, so a large document cannot make
+    // the reader hold many times its own size (at most one credit per (peer, channel)).
+    size_t maxCredits = static_cast<size_t>(nranks) * static_cast<size_t>(kMaxChannels);
+    if (credits != nullptr && credits->size() > maxCredits) {
+      return fail(child(path, "credits"), "%zu credits (at most %zu)", credits->size(), maxCredits);
+    }
     for (size_t i = 0; credits != nullptr && i < credits->size(); ++i) {
       std::string p = child(path, "credits") + strprintf("[%zu]", i);
       const Json& c = (*credits)[i];
@@ -255,6 +261,17 @@ class Reader {
     if (workers == nullptr) return tsrSuccess;
     if (workers->size() > static_cast<size_t>(kMaxWorkers)) {
       return fail(child(path, "workers"), "%zu workers (at most %d)", workers->size(), kMaxWorkers);
+    }
+    size_t opsTotal = 0;
+    for (size_t w = 0; w < workers->size(); ++w) {
+      const Json* ops = (*workers)[w].is_object() && (*workers)[w].contains("ops")
+                            ? &(*workers)[w]["ops"]
+                            : nullptr;
+      if (ops != nullptr && ops->is_array()) opsTotal += ops->size();
+    }
+    if (opsTotal > static_cast<size_t>(kMaxOpsPerRank)) {
+      return fail(child(path, "workers"), "%zu ops (at most %lld)", opsTotal,
+                  static_cast<long long>(kMaxOpsPerRank));
     }
     out->workers.resize(workers->size());
     for (size_t w = 0; w < workers->size(); ++w) {
@@ -305,7 +322,7 @@ class Reader {
     }
     out->ranks.resize(ranks->size());
     for (size_t r = 0; r < ranks->size(); ++r) {
-      TSR_CHECK(rank((*ranks)[r], strprintf("ranks[%zu]", r), &out->ranks[r]));
+      TSR_CHECK(rank((*ranks)[r], strprintf("ranks[%zu]", r), out->nranks, &out->ranks[r]));
     }
     return tsrSuccess;
   }

@@ -12,6 +12,8 @@
 //  - A plan that reaches a peer's input or output must say zeroCopy (the executor then requires
 //    registered user buffers).
 //  - A rank lists at most one credit per (peer, channel).
+//  - The input and output refs of a data op share one chunk position (index % chunksPerSegment);
+//    counts already agree, so every step of the op stays at one position.
 #include "collectives/plan/plan_shape.hpp"
 
 #include <set>
@@ -199,10 +201,38 @@ class ShapeChecker {
                         op.srcs[i].count, op.dst.count);
       }
     }
+    TSR_CHECK(positions(op, path));
     return remoteRules(op, path);
   }
 
  private:
+  // Executors size a step on a user buffer by the chunk's position in its segment (index % cps;
+  // the last chunks of a segment may be short), so an op that moves data between user chunks of
+  // different positions would move the wrong length with uneven counts. Scratch slots may hold a
+  // chunk of any position; the verifier checks what reaches a user chunk through them.
+  Result positions(const Op& op, const Path& path) const {
+    const int32_t cps = p_.chunksPerSegment;
+    const ChunkRef* first = nullptr;
+    auto check = [&](const ChunkRef& r, const char* name) -> Result {
+      if (r.buffer == BufferKind::kScratch) return tsrSuccess;
+      if (first == nullptr) {
+        first = &r;
+        return tsrSuccess;
+      }
+      if (r.index % cps == first->index % cps) return tsrSuccess;
+      return TSR_FAIL(tsrInvalidArgument,
+                      "%s.%s: %s[%d] is at chunk position %d but %s[%d] at position %d (the "
+                      "input and output refs of an op share one position, index %% "
+                      "chunksPerSegment, here %% %d)",
+                      path.str().c_str(), name, bufferName(r.buffer), r.index, r.index % cps,
+                      bufferName(first->buffer), first->index, first->index % cps, cps);
+    };
+    TSR_CHECK(check(op.dst, "dst"));
+    if (op.hasDst2) TSR_CHECK(check(op.dst2, "dst2"));
+    for (const ChunkRef& r : op.srcs) TSR_CHECK(check(r, op.srcs.size() > 1 ? "srcs" : "src"));
+    return tsrSuccess;
+  }
+
   Result controlOp(const Op& op, int rank, const Path& path) const {
     if (!op.srcs.empty() || op.hasDst2 || !(op.dst == ChunkRef{}) || !(op.dst2 == ChunkRef{})) {
       return TSR_FAIL(tsrInvalidArgument, "%s: a %s takes no chunk refs", path.str().c_str(),

@@ -15,10 +15,9 @@ namespace tessera {
 namespace {
 constexpr Subsys kLogSubsys = Subsys::kColl;
 
-// Bounds on one verification, so a huge (or hostile) plan fails cleanly instead of exhausting
-// time or memory. Generated plans up to 16 ranks use well under 1% of them.
-constexpr uint64_t kMaxLocations = uint64_t{1} << 22;  // chunks tracked, all ranks/iterations
-constexpr uint64_t kMaxWork = uint64_t{1} << 27;       // chunk accesses + clock-vector steps
+using verifier::kMaxClockWords;
+using verifier::kMaxLocations;
+using verifier::kMaxWork;
 constexpr int kMaxIterations = 64;
 
 Result fail(VerifyReport* report, VerifyProperty property, int rank, int worker, int op,
@@ -66,7 +65,9 @@ Result checkSemaphoreOwners(const Plan& p, VerifyReport* report) {
   return tsrSuccess;
 }
 
-// Estimates the simulation's size before allocating anything.
+// Estimates the simulation's size before allocating anything: threads as assignThreads counts
+// them (workers, plus one put stream per (worker, peer) it puts to), the clock vectors made up
+// front (one per worker and per (rank, iteration) end, `threads` entries each), and the work.
 Result checkSize(const Plan& p, int iterations, VerifyReport* report) {
   uint64_t n = static_cast<uint64_t>(p.nranks);
   uint64_t it = static_cast<uint64_t>(iterations);
@@ -75,7 +76,7 @@ Result checkSize(const Plan& p, int iterations, VerifyReport* report) {
   uint64_t locations = n * it * user;
   // Sums in double: a hostile plan's counts may overflow 64-bit products, and a bound needs no
   // exactness.
-  double threads = 0, syncOps = 0, chunkWork = 0, ops = 0;
+  double threads = 0, joins = 0, chunkWork = 0, ops = 0;
   uint64_t workers = 0;
   // The worker (numbered over all ranks) that last put to each peer: counts each worker's put
   // streams (one per peer it puts to) in one pass.
@@ -91,27 +92,34 @@ Result checkSize(const Plan& p, int iterations, VerifyReport* report) {
           lastPutter[static_cast<size_t>(op.dst.rank)] = workers;
           ++threads;
         }
-        syncOps += (putLike || op.code == OpCode::kSignal || op.code == OpCode::kWait ||
-                    op.code == OpCode::kFlush || op.code == OpCode::kBarrier)
-                       ? 1
-                       : 0;
+        // Ops that copy or join a whole clock: a signal (copied to the semaphore), a wait (joined),
+        // a barrier (joined twice). Puts and flushes touch single entries.
+        joins += op.code == OpCode::kSignal || op.code == OpCode::kWait ? 1
+                 : op.code == OpCode::kBarrier                          ? 2
+                                                                        : 0;
         chunkWork += static_cast<double>(op.dst.count) * static_cast<double>(op.srcs.size() + 2);
       }
       ops += static_cast<double>(w.ops.size());
     }
   }
-  threads += static_cast<double>(workers);
-  // Clock-vector joins and copies, chunk accesses, and the scheduler's rounds (each round visits
-  // every worker and runs at least one op).
-  double work = static_cast<double>(it) *
-                (chunkWork + syncOps * threads + ops * static_cast<double>(workers));
-  if (locations > kMaxLocations || work > static_cast<double>(kMaxWork)) {
+  double w = static_cast<double>(workers);
+  threads += w;
+  // Clock entries made up front: a clock per worker and per (rank, iteration) end.
+  double clockWords = threads * (w + static_cast<double>(n * it));
+  // Clock joins and copies, chunk accesses, the scheduler's rounds (each round visits every
+  // worker and runs at least one op or starts or ends an iteration), and the joins at each
+  // worker's iteration ends.
+  double work =
+      static_cast<double>(it) * (chunkWork + joins * threads + (ops + 2 * w) * w + w * threads);
+  if (locations > kMaxLocations || work > static_cast<double>(kMaxWork) ||
+      clockWords > static_cast<double>(kMaxClockWords)) {
     return fail(report, VerifyProperty::kShape, -1, -1, -1, false,
-                strprintf("plan too large to verify (%llu chunks to track, %.3g steps; limits "
-                          "%llu and %llu)",
-                          static_cast<unsigned long long>(locations), work,
+                strprintf("plan too large to verify (%llu chunks to track, %.3g steps, %.3g "
+                          "clock entries; limits %llu, %llu and %llu)",
+                          static_cast<unsigned long long>(locations), work, clockWords,
                           static_cast<unsigned long long>(kMaxLocations),
-                          static_cast<unsigned long long>(kMaxWork)));
+                          static_cast<unsigned long long>(kMaxWork),
+                          static_cast<unsigned long long>(kMaxClockWords)));
   }
   return tsrSuccess;
 }

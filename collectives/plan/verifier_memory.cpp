@@ -38,7 +38,7 @@ void Simulation::recordError(ErrorKind kind, uint64_t opId, const std::string& m
   if (e.property != VerifyProperty::kOk) return;
   static constexpr VerifyProperty kProps[kErrKinds] = {
       VerifyProperty::kRawInput, VerifyProperty::kPostcondition, VerifyProperty::kPostcondition,
-      VerifyProperty::kOrder};
+      VerifyProperty::kOrder, VerifyProperty::kPostcondition};
   OpWhere w = unpack(opId);
   e = SimResult{kProps[kind], w.rank, w.worker, static_cast<int>(w.op), message};
 }
@@ -64,7 +64,7 @@ void Simulation::checkPeerAccess(uint32_t thread, int owner, BufferKind b, int64
   const auto& ws = rankWorkers_[static_cast<size_t>(owner)];
   bool started = false;
   for (size_t k = 0; k < ws.size() && !started; ++k) {
-    started = starts[k] != 0 && clocks_[thread][workers_[ws[k]].thread] >= starts[k];
+    started = starts[k] != 0 && view(thread)[workers_[ws[k]].thread] >= starts[k];
   }
   if (!started) {
     OpWhere w = unpack(a.op);
@@ -85,7 +85,7 @@ int32_t Simulation::readChunk(uint32_t thread, int rank, const ChunkRef& ref, in
   int owner = ref.remote() ? ref.rank : rank;
   int64_t chunk = ref.index + i;
   Location& loc = memory_[locate(owner, ref.buffer, chunk, iter)];
-  Access a{thread, clocks_[thread][thread], opId};
+  Access a{thread, own(thread), opId};
   if (loc.written && !ordered(thread, loc.write)) {
     race(a, loc.write, locText(owner, ref.buffer, chunk), false, true);
     return kPoison;
@@ -133,7 +133,7 @@ void Simulation::writeChunk(uint32_t thread, int rank, const ChunkRef& ref, int6
   int owner = ref.remote() ? ref.rank : rank;
   int64_t chunk = ref.index + i;
   Location& loc = memory_[locate(owner, ref.buffer, chunk, iter)];
-  Access a{thread, clocks_[thread][thread], opId};
+  Access a{thread, own(thread), opId};
   if (loc.written && !ordered(thread, loc.write)) {
     race(a, loc.write, locText(owner, ref.buffer, chunk), true, true);
     return;
@@ -142,6 +142,22 @@ void Simulation::writeChunk(uint32_t thread, int rank, const ChunkRef& ref, int6
     if (r.thread != thread && !ordered(thread, r)) {
       race(a, r, locText(owner, ref.buffer, chunk), true, false);
       return;
+    }
+  }
+  if (ref.buffer != BufferKind::kScratch && value >= 0) {
+    int32_t position = values_.get(value).position;
+    int64_t want = chunk % plan_.chunksPerSegment;
+    if (position != want) {
+      recordError(
+          kErrPosition, opId,
+          strprintf("%s stores %s in %s at chunk position %lld, but that data %s (user "
+                    "chunks are sized by their position; only scratch slots may hold "
+                    "another position's data)",
+                    opText(opId).c_str(), ValueTable::describe(values_.get(value).contrib).c_str(),
+                    locText(owner, ref.buffer, chunk).c_str(), static_cast<long long>(want),
+                    position == kMixedPosition
+                        ? "mixes chunk positions"
+                        : strprintf("is of chunk position %d", position).c_str()));
     }
   }
   loc.reads.clear();

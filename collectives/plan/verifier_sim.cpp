@@ -52,11 +52,13 @@ void Simulation::assignThreads() {
       if (it != ws.streams.end()) continue;
       uint32_t id = static_cast<uint32_t>(workers_.size() + streams_.size());
       ws.streams.push_back({peer, id});
-      streams_.push_back(Stream{ws.rank, ws.index, {}});
+      streams_.push_back(Stream{ws.rank, ws.index, ws.thread, 0, {}});
     }
   }
   size_t threads = workers_.size() + streams_.size();
-  clocks_.assign(threads, Clock(threads, 0));
+  threads_ = threads;
+  clocks_.assign(workers_.size(), Clock(threads, 0));
+  snaps_.assign(workers_.size(), nullptr);
   barriers_.assign(static_cast<size_t>(n), {});
   ends_.assign(static_cast<size_t>(n),
                std::vector<Clock>(static_cast<size_t>(iterations_), Clock(threads, 0)));
@@ -73,7 +75,7 @@ void Simulation::assignThreads() {
 
 void Simulation::initMemory() {
   int n = plan_.nranks;
-  values_.init(n, nIn_);
+  values_.init(n, nIn_, plan_.chunksPerSegment);
   size_t user = static_cast<size_t>(n) * static_cast<size_t>(iterations_) * userBlock_;
   scratchBase_.assign(static_cast<size_t>(n), 0);
   size_t total = user;
@@ -178,7 +180,10 @@ bool Simulation::execute(WorkerState& w, const Op& op, uint64_t opId) {
       if (s.waited < s.credits) {
         ++s.waited;
       } else if (!s.pending.empty()) {
-        join(clock, s.pending.front());
+        const SignalClock& sc = s.pending.front();
+        join(clock, *sc.base);
+        for (const auto& [t, v] : sc.diff) clock[t] = std::max(clock[t], v);
+        clockWords_ -= 2 * sc.diff.size();
         s.pending.pop_front();
         ++s.waited;
       } else {
@@ -190,7 +195,10 @@ bool Simulation::execute(WorkerState& w, const Op& op, uint64_t opId) {
     case OpCode::kBarrier: {
       std::vector<Barrier>& bs = barriers_[static_cast<size_t>(w.rank)];
       size_t k = static_cast<size_t>(w.barriers);
-      if (bs.size() <= k) bs.resize(k + 1, Barrier{0, Clock(clocks_.size(), 0)});
+      if (bs.size() <= k) {
+        if (!allocClock(w, threads_)) return false;
+        bs.resize(k + 1, Barrier{0, Clock(threads_, 0)});
+      }
       if (!w.arrived) {
         w.arrived = true;
         bs[k].arrived++;
@@ -208,8 +216,28 @@ bool Simulation::execute(WorkerState& w, const Op& op, uint64_t opId) {
     case OpCode::kSignal: {
       clock[w.thread]++;
       completePuts(w, op.peer);
+      // The entries that moved since the worker's snapshot; a new snapshot when they are many.
+      std::shared_ptr<const Clock>& snap = snaps_[w.thread];
+      SignalClock sc;
+      if (snap != nullptr) {
+        const Clock& base = *snap;
+        for (size_t t = 0; t < threads_ && sc.diff.size() <= threads_ / 8; ++t) {
+          if (clock[t] != base[t]) sc.diff.push_back({static_cast<uint32_t>(t), clock[t]});
+        }
+        if (sc.diff.size() > threads_ / 8) snap.reset();
+      }
+      if (snap == nullptr) {
+        if (!allocClock(w, threads_)) return false;
+        sc.diff.clear();
+        snap = std::shared_ptr<const Clock>(new Clock(clock), [this](const Clock* c) {
+          clockWords_ -= threads_;
+          delete c;
+        });
+      }
+      sc.base = snap;
+      if (!allocClock(w, 2 * sc.diff.size())) return false;
       Semaphore& s = sems_[semKey(w.rank, op.peer, op.channel)];
-      s.pending.push_back(clock);
+      s.pending.push_back(std::move(sc));
       ++s.sent;
       return true;
     }
@@ -222,6 +250,17 @@ bool Simulation::execute(WorkerState& w, const Op& op, uint64_t opId) {
       dataOp(w, op, opId);
       return true;
   }
+}
+
+bool Simulation::allocClock(const WorkerState& w, uint64_t words) {
+  clockWords_ += words;
+  if (clockWords_ <= kMaxClockWords) return true;
+  fatal_ = SimResult{VerifyProperty::kShape, w.rank, w.index, static_cast<int>(w.pc),
+                     strprintf("plan too large to verify: its pending signals and barriers hold "
+                               "more than %llu clock entries (%zu threads each)",
+                               static_cast<unsigned long long>(kMaxClockWords), threads_)};
+  stop_ = true;
+  return false;
 }
 
 uint32_t Simulation::streamFor(WorkerState& w, int peer) {
@@ -254,10 +293,8 @@ void Simulation::dataOp(WorkerState& w, const Op& op, uint64_t opId) {
   uint32_t stream = self;
   if (isPutLike(op.code)) {
     stream = streamFor(w, op.dst.rank);
-    Clock& sc = clocks_[stream];
-    join(sc, clocks_[self]);
-    sc[stream]++;
-    streams_[stream - workers_.size()].history.push_back({clocks_[self][self], sc[stream]});
+    Stream& st = streams_[stream - workers_.size()];
+    st.history.push_back({clocks_[self][self], ++st.puts});
   }
   // A put's source is read by the transport after the op (e.g. a NIC), so by the stream.
   uint32_t reader = op.code == OpCode::kPut ? stream : self;

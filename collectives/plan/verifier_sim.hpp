@@ -6,7 +6,13 @@
 //    runs; its remote write (and a put's read of its source) belong to the stream, which the
 //    worker joins only at a later signal or flush to that peer. A signal or flush by another
 //    worker of the rank covers the puts that happen before it. So a plan that reuses a put's
-//    source, or lets a peer read a put's data, before a flush or signal is a race.
+//    source, or lets a peer read a put's data, before a flush or signal is a race. Puts of one
+//    stream are not ordered among themselves either (UCX orders puts only at a fence), so two
+//    puts to one remote chunk with no flush or signal to that peer between them race.
+//  - A stream's accesses happen when its put is issued, so it needs no clock of its own: it
+//    sees what its worker sees at that moment (except its own earlier puts, which it sees only
+//    once they completed) and counts its puts. Clocks are kept for workers only, so memory grows
+//    with workers x threads, not threads^2.
 //  - Vector clocks over those threads. Each op ticks its worker. Signal k of (r -> p, ch)
 //    carries the signaller's clock to the wait that consumes it (credits are waits satisfied
 //    without a signal, so they carry nothing). The k-th barrier of a rank joins its workers.
@@ -26,6 +32,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -35,6 +42,13 @@
 #include "collectives/plan/verifier_values.hpp"
 
 namespace tessera::verifier {
+
+// Bounds on one verification, so a huge (or hostile) plan fails cleanly instead of exhausting
+// time or memory (verifier.cpp checks them before simulating; the simulation checks the clock
+// vectors it makes as it runs).
+inline constexpr uint64_t kMaxLocations = uint64_t{1} << 22;   // chunks tracked
+inline constexpr uint64_t kMaxWork = uint64_t{1} << 33;        // chunk accesses + clock-entry steps
+inline constexpr uint64_t kMaxClockWords = uint64_t{1} << 27;  // 512 MiB of clock entries
 
 struct SimResult {
   VerifyProperty property = VerifyProperty::kOk;
@@ -80,11 +94,21 @@ class Simulation {
   struct Stream {
     int rank = 0;
     int worker = 0;
+    uint32_t issuer = 0;  // the worker's thread
+    uint32_t puts = 0;    // puts issued (the stream's own clock entry)
     // (issuing worker's own clock at the put, the stream's clock after it), per put.
     std::vector<std::pair<uint32_t, uint32_t>> history;
   };
+  // A signal's clock without a full copy per signal (ranks that signal all their peers before
+  // waiting would hold nranks^2 clocks): a snapshot of the signaller's clock, shared by its
+  // signals while few entries moved since, plus those entries, so base + diff is exactly the
+  // clock at the signal.
+  struct SignalClock {
+    std::shared_ptr<const Clock> base;
+    std::vector<std::pair<uint32_t, uint32_t>> diff;  // (thread, value)
+  };
   struct Semaphore {
-    std::deque<Clock> pending;  // signals sent, not yet consumed
+    std::deque<SignalClock> pending;  // signals sent, not yet consumed
     int64_t sent = 0;
     int64_t waited = 0;
     int32_t credits = 0;
@@ -101,7 +125,7 @@ class Simulation {
     Access access;
     bool isWrite = false;
   };
-  enum ErrorKind { kErrRaw, kErrDouble, kErrUninit, kErrOrder, kErrKinds };
+  enum ErrorKind { kErrRaw, kErrDouble, kErrUninit, kErrOrder, kErrPosition, kErrKinds };
 
   // Setup.
   void assignThreads();
@@ -123,9 +147,21 @@ class Simulation {
                        const Access& a, bool isWrite);
   void race(const Access& now, const Access& before, const std::string& what, bool nowWrites,
             bool beforeWrote);
-  bool ordered(uint32_t thread, const Access& before) const {
-    return clocks_[thread][before.thread] >= before.clock;
+  // The clock a thread's access is ordered by: a worker's own, a stream's worker's (see above).
+  const Clock& view(uint32_t thread) const {
+    return thread < workers_.size() ? clocks_[thread]
+                                    : clocks_[streams_[thread - workers_.size()].issuer];
   }
+  uint32_t own(uint32_t thread) const {
+    return thread < workers_.size() ? clocks_[thread][thread]
+                                    : streams_[thread - workers_.size()].puts;
+  }
+  bool ordered(uint32_t thread, const Access& before) const {
+    return view(thread)[before.thread] >= before.clock;
+  }
+  // Counts clock entries made while running (pending signals, barriers; a (thread, value) pair
+  // counts two); false (and a "too large" result) past kMaxClockWords.
+  bool allocClock(const WorkerState& w, uint64_t words);
   // Results.
   SimResult deadlock() const;
   SimResult endRule() const;
@@ -152,7 +188,12 @@ class Simulation {
   std::vector<WorkerState> workers_;
   std::vector<std::vector<size_t>> rankWorkers_;  // indices into workers_
   std::vector<Stream> streams_;                   // indexed by thread - workers_.size()
-  std::vector<Clock> clocks_;                     // per thread
+  size_t threads_ = 0;                            // workers + streams
+  std::vector<Clock> clocks_;                     // per worker, threads_ entries each
+  uint64_t clockWords_ = 0;                       // clock entries allocated
+  // Per worker: the snapshot its next signals share (null: none yet); declared after
+  // clockWords_, which their deleter updates.
+  std::vector<std::shared_ptr<const Clock>> snaps_;
   std::unordered_map<uint64_t, Semaphore> sems_;
   std::vector<std::vector<Barrier>> barriers_;              // per rank, per barrier number
   std::vector<std::vector<Clock>> ends_;                    // per rank, per iteration

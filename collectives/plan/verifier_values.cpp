@@ -7,7 +7,7 @@
 
 namespace tessera::verifier {
 
-void ValueTable::init(int nranks, int64_t inputChunks) {
+void ValueTable::init(int nranks, int64_t inputChunks, int32_t chunksPerSegment) {
   inputChunks_ = inputChunks;
   values_.clear();
   values_.reserve(static_cast<size_t>(2 * nranks * inputChunks));
@@ -17,6 +17,7 @@ void ValueTable::init(int nranks, int64_t inputChunks) {
       leaf.contrib.push_back(key(r, c));
       leaf.canonical = r == 0;
       leaf.raw = true;
+      leaf.position = static_cast<int32_t>(c % chunksPerSegment);
       values_.push_back(leaf);
       leaf.raw = false;
       values_.push_back(std::move(leaf));
@@ -57,6 +58,7 @@ int32_t ValueTable::combine(const std::vector<int32_t>& srcs, bool* doubled, boo
     }
     acc.contrib.swap(merged);
     acc.canonical = chain;
+    if (v.position != acc.position) acc.position = kMixedPosition;
     if (!chain) *canonical = false;
   }
   entries_ += acc.contrib.size();

@@ -24,12 +24,17 @@ struct Value {
   std::vector<uint64_t> contrib;  // sorted keys (rank << 32 | chunk)
   bool raw = false;
   bool canonical = false;
+  // The chunk position (input chunk % chunksPerSegment) shared by every contribution, or
+  // kMixedPosition. A user chunk may only hold data of its own position (plan.hpp: executors size
+  // user chunks by position); a scratch slot may hold any.
+  int32_t position = 0;
 };
+inline constexpr int32_t kMixedPosition = -1;
 
 class ValueTable {
  public:
   // Creates the leaves: for every rank and input chunk a raw and a processed value.
-  void init(int nranks, int64_t inputChunks);
+  void init(int nranks, int64_t inputChunks, int32_t chunksPerSegment);
   int32_t rawLeaf(int rank, int64_t chunk) const {
     return static_cast<int32_t>(2 * (rank * inputChunks_ + chunk));
   }

@@ -13,6 +13,9 @@ foreach(t test_plan_shape test_plan_json test_verifier)
                     LAYERS tessera_test_plan_ir tessera_core)
 endforeach()
 
+# The verifier on every family's plans at 64 ranks (needs the generators, so the whole library).
+tessera_unit_test(test_verifier_scale SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_verifier_scale.cpp)
+
 if(NOT TESSERA_HAVE_JSON)
   return()  # the CLI reads and writes plan files only with JSON support
 endif()

@@ -199,7 +199,29 @@ TEST_F(PlanJson, RejectsBrokenText) {
   Plan back;
   EXPECT_EQ(planFromJson(text, "x", &back), tsrSuccess) << lastErrorMessage();
   EXPECT_EQ(back.name, named.name);
-  expectRejected(std::string(65u << 20, ' '), "document of 68157440 bytes (at most 67108864)");
+  expectRejected(std::string(33u << 20, ' '), "document of 34603008 bytes (at most 33554432)");
+}
+
+// Array sizes are checked before the reader allocates for them: a document of a few MB with more
+// ops than a rank may have is refused by its count, naming the path, before any op is parsed.
+TEST_F(PlanJson, RejectsTooManyOpsAndCreditsBeforeReading) {
+  std::string ops = "{}";
+  ops.reserve(3 * static_cast<size_t>(kMaxOpsPerRank) + 8);
+  for (int64_t i = 0; i < kMaxOpsPerRank; ++i) ops += ",{}";
+  std::string doc =
+      R"({"format":"tessera-plan","version":1,"collective":"allreduce","nranks":1,"ranks":[{"workers":[)";
+  expectRejected(doc + R"({"ops":[)" + ops + "]}]}]}",
+                 "ranks[0].workers: 1048577 ops (at most 1048576)");
+  // Split over two workers, counted together.
+  expectRejected(doc + R"({"ops":[{}]},{"ops":[)" + ops.substr(3) + "]}]}]}",
+                 "ranks[0].workers: 1048577 ops");
+  // One credit per (peer, channel) at most: 2 ranks x 64 channels.
+  std::string credits = R"({"peer":1,"channel":0,"initial":1})";
+  for (int i = 0; i < 128; ++i) credits += R"(,{"peer":1,"channel":0,"initial":1})";
+  expectRejected(
+      R"({"format":"tessera-plan","version":1,"collective":"allreduce","nranks":2,"ranks":[{"credits":[)" +
+          credits + R"(]},{}]})",
+      "ranks[0].credits: 129 credits (at most 128)");
 }
 
 TEST_F(PlanJson, ShapeErrorsOnWriteToo) {

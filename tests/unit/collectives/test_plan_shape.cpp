@@ -179,6 +179,26 @@ TEST(PlanShape, RejectsBadRefs) {
                    "ops[4].dst.buffer: writes an input buffer");
 }
 
+// Executors size a user chunk by its position (index % cps), so input and output refs of one op
+// must agree on it; scratch slots may hold any position.
+TEST(PlanShape, UserRefsShareTheChunkPosition) {
+  Plan p = ringAllReduce(3);  // cps 3; rank 1's ops[4] is reduce(input[0], scratch[0]) -> output[0]
+  ASSERT_EQ(p.ranks[1].workers[0].ops[4].dst, local(kOut, 0));
+  p.ranks[1].workers[0].ops[4].dst.index = 1;
+  expectShapeError(p,
+                   "ranks[1].workers[0].ops[4].srcs: input[0] is at chunk position 0 but "
+                   "output[1] at position 1");
+  p.ranks[1].workers[0].ops[4].dst.index = 0;
+  p.ranks[1].workers[0].ops[4].srcs[1].index = 2;  // a scratch slot at another position: fine
+  EXPECT_EQ(checkPlanShape(p), tsrSuccess) << lastErrorMessage();
+  // Same position in another segment is fine (allgather: output[r * cps + j] <- input[j]).
+  Plan g = emptyPlan(Collective::kAllGather, 2, 2);
+  g.ranks[0].workers[0].ops = {copy(local(kIn, 1), local(kOut, 3))};
+  EXPECT_EQ(checkPlanShape(g), tsrSuccess) << lastErrorMessage();
+  g.ranks[0].workers[0].ops = {copy(local(kIn, 1), local(kOut, 2))};
+  expectShapeError(g, "ops[0].src: input[1] is at chunk position 1 but output[2] at position 0");
+}
+
 TEST(PlanShape, RejectsBadOperandsAndRemoteRules) {
   auto broken = [](auto edit) {
     Plan p = ringAllReduce(3);

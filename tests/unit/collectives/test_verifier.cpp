@@ -107,11 +107,62 @@ TEST(Verifier, WrongChunkFailsPostcondition) {
   ASSERT_EQ(last.dst.index, 1);
   last.dst.index = 0;
   VerifyReport r = verify(p);
+  // Chunk 1's data lands at position 0 of the output: caught where it is stored.
   expectFails(r, VerifyProperty::kPostcondition,
-              "rank 2 output[0] (iteration 0) holds {rank 0 chunk 1, rank 1 chunk 1, rank 2 chunk "
-              "1} after the plan, but allreduce needs {rank 0 chunk 0, rank 1 chunk 0, rank 2 "
-              "chunk 0}");
+              "stores {rank 0 chunk 1, rank 1 chunk 1, rank 2 chunk 1} in rank 2 output[0] at "
+              "chunk position 0, but that data is of chunk position 1");
   EXPECT_EQ(r.rank, 2);
+}
+
+TEST(Verifier, ParkingDataAtAnotherPositionFails) {
+  // One rank, cps 2: chunk 0 goes through scratch slot 1 (allowed) into output[1] (position 1,
+  // not allowed: the executor sizes output[1] as chunk 1, which is shorter with uneven counts),
+  // and from the slot into output[0]; output[1] is rewritten with chunk 1 at the end, so the
+  // final outputs are right and only the position rule catches it.
+  Plan p = emptyPlan(Collective::kAllReduce, 1, 2);
+  p.ranks[0].scratchSegments = 1;
+  auto& ops = p.ranks[0].workers[0].ops;
+  ops = {copy(local(kIn, 0), local(kScr, 1)), copy(local(kScr, 1), local(kOut, 1)),
+         copy(local(kScr, 1), local(kOut, 0)), copy(local(kIn, 1), local(kOut, 1))};
+  VerifyReport r = verify(p);
+  expectFails(
+      r, VerifyProperty::kPostcondition,
+      "op 1 (copy scratch[1] -> output[1]) in iteration 0 stores {rank 0 chunk 0} in rank 0 "
+      "output[1] at "
+      "chunk position 1, but that data is of chunk position 0");
+  EXPECT_EQ(r.op, 1);
+  ops.erase(ops.begin() + 1);  // without the parking step it is correct
+  EXPECT_VERIFIES(p);
+}
+
+// Two puts of one worker to one peer are not ordered before a flush or signal (UCX orders puts
+// only at a fence), so two of them to the same remote chunk race.
+TEST(Verifier, TwoUnflushedPutsToOneChunkRace) {
+  Plan p = emptyPlan(Collective::kReduceScatter, 2, 1);
+  for (int r = 0; r < 2; ++r) {
+    int q = 1 - r;
+    RankPlan& rp = p.ranks[static_cast<size_t>(r)];
+    rp.scratchSegments = 1;
+    rp.credits = {Credit{q, 1, 1}};
+    // The second put carries the chunk the peer needs; the first is overwritten.
+    rp.workers[0].ops = {wait(q, 1),
+                         put(local(kIn, r), remote(q, kScr, 0)),
+                         put(local(kIn, q), remote(q, kScr, 0)),
+                         signal(q, 0),
+                         wait(q, 0),
+                         reduce({local(kIn, r), local(kScr, 0)}, local(kOut, 0)),
+                         signal(q, 1)};
+  }
+  VerifyReport r = verify(p);
+  expectFails(r, VerifyProperty::kRace,
+              "op 2 (put input[1] -> rank 1 scratch[0]) in iteration 0 writes rank 1 scratch[0] "
+              "while rank 0 worker 0 op 1 (put input[0] -> rank 1 scratch[0]) in iteration 0 may "
+              "still write it");
+  // A flush between them completes the first put.
+  for (RankPlan& rp : p.ranks) {
+    rp.workers[0].ops.insert(rp.workers[0].ops.begin() + 2, flush(rp.credits[0].peer));
+  }
+  EXPECT_VERIFIES(p);
 }
 
 TEST(Verifier, ReusingScratchWithoutCreditRaces) {
