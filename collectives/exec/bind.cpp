@@ -1,6 +1,6 @@
 // Binding plans to transport resources (engine_impl.hpp): connections (one per peer, kept by the
 // engine), each plan's scratch and semaphores, the zero-copy control region, point-to-point
-// links, and the staging memory for peers that are not mapped.
+// links, the staging memory for peers that are not mapped, and the transports the tuner assumes.
 //
 // Setup is pairwise over the bootstrap. A rank sets up its pairs in increasing peer order, which
 // is the global order of pairs (min rank, max rank) restricted to its own; bootstrap sends never
@@ -8,6 +8,7 @@
 // earlier pair, and the earliest pending pair always has both ranks at it: no deadlock, whatever
 // the number of peers. Within a pair everything goes in one fixed order on both sides.
 #include <cstring>
+#include <iterator>
 
 #include "collectives/exec/engine_impl.hpp"
 #include "core/hash.hpp"
@@ -40,6 +41,60 @@ Result EngineImpl::connection(int peer, std::shared_ptr<Connection>* out) {
     slot = std::move(c);
   }
   *out = slot;
+  return tsrSuccess;
+}
+
+// The tuner must see the same inputs on every rank, or ranks pick different plans and hang. Each
+// class (a peer on the same host, on another host) takes the slowest transport any pair of ranks
+// uses: every rank finds the slowest over its own peers with the very selection its connections
+// use (placements, this process's environment and topology), and one allGather spreads them, so
+// per-process differences (TESSERA_TRANSPORT, TESSERA_P2P_LEVEL, GPU paths seen from other
+// hosts) cannot split the ranks.
+Result EngineImpl::agreeTransportClasses() {
+  constexpr uint8_t kNone = 0xff;
+  auto slowness = [](TransportKind k) -> uint8_t {
+    switch (k) {
+      case TransportKind::kInproc: return 0;
+      case TransportKind::kP2p: return 1;
+      case TransportKind::kCudaIpc: return 2;
+      case TransportKind::kShm: return 3;
+      case TransportKind::kUcx: return 4;
+    }
+    return 4;
+  };
+  const TransportKind bySlowness[] = {TransportKind::kInproc, TransportKind::kP2p,
+                                      TransportKind::kCudaIpc, TransportKind::kShm,
+                                      TransportKind::kUcx};
+  // [rank][0: same host, 1: other host]
+  std::vector<uint8_t> slowest(2 * static_cast<size_t>(nranks_), kNone);
+  uint8_t* mine = &slowest[2 * static_cast<size_t>(rank_)];
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    TransportKind k;
+    std::string why;
+    // A peer nothing reaches fails when a plan connects to it, with this sentence.
+    if (ctx_->selectTransport(p, &k, &why) != tsrSuccess) continue;
+    bool same = options_.hostOf.empty() || options_.hostOf[static_cast<size_t>(p)] ==
+                                               options_.hostOf[static_cast<size_t>(rank_)];
+    uint8_t s = slowness(hostTransportKind(k));
+    uint8_t& slot = mine[same ? 0 : 1];
+    if (slot == kNone || s > slot) slot = s;
+  }
+  clearLastError();
+  TSR_CHECK(ctx_->bootstrap().allGather(slowest.data(), 2));
+  uint8_t agreed[2] = {kNone, kNone};
+  for (size_t i = 0; i < slowest.size(); ++i) {
+    uint8_t s = slowest[i];
+    if (s != kNone && s >= std::size(bySlowness))
+      return TSR_FAIL(tsrInternalError, "rank %d: rank %zu sent transport class %u", rank_, i / 2,
+                      s);
+    if (s != kNone && (agreed[i % 2] == kNone || s > agreed[i % 2])) agreed[i % 2] = s;
+  }
+  if (agreed[0] != kNone) intraHost_ = bySlowness[agreed[0]];
+  if (agreed[1] != kNone) interHost_ = bySlowness[agreed[1]];
+  classesAgreed_ = true;
+  TSR_INFO("rank %d: the tuner sees %s within a host and %s between hosts", rank_,
+           transportName(intraHost_), transportName(interHost_));
   return tsrSuccess;
 }
 

@@ -137,17 +137,8 @@ Result EngineImpl::init() {
   tunerSnapshot_ = tuner_.params();
   connections_.resize(static_cast<size_t>(nranks_));
   p2p_.resize(static_cast<size_t>(nranks_));
-  // The tuner's transports: what this rank would use to a peer on its host and to one off it.
-  for (int p = 0; p < nranks_; ++p) {
-    if (p == rank_) continue;
-    TransportKind k;
-    std::string why;
-    if (ctx_->selectTransport(p, &k, &why) != tsrSuccess) continue;
-    bool same = options_.hostOf.empty() || options_.hostOf[static_cast<size_t>(p)] ==
-                                               options_.hostOf[static_cast<size_t>(rank_)];
-    (same ? intraHost_ : interHost_) = hostTransportKind(k);
-  }
-  clearLastError();
+  // The tuner's transports (intraHost_, interHost_) are agreed on at the first tuned call: the
+  // engine is made on a rank's first call, which may be a send/recv that other ranks never make.
   return tsrSuccess;
 }
 
@@ -164,17 +155,21 @@ Result EngineImpl::start(const CollCall& call, std::unique_ptr<Operation>* out) 
     return TSR_FAIL(tsrInvalidUsage,
                     "rank %d: the collective engine failed earlier and runs no more calls (%s)",
                     rank_, poisonWhy_.c_str());
-  uint64_t callNo = ++calls_;
+  // The call number is taken only once the call is sure to run: a refused call must not move this
+  // rank's count ahead of its peers' (handshakes compare the numbers).
+  uint64_t callNo = calls_ + 1;
   if (call.collective == Collective::kAllToAll && call.count > 0 && inPlace(call, rank_))
     return TSR_FAIL(tsrInvalidArgument, "rank %d: alltoall cannot run in place (call %llu)", rank_,
                     static_cast<unsigned long long>(callNo));
   if (call.count == 0) {
+    calls_ = callNo;
     *out = std::make_unique<DoneOperation>(strprintf("%s count=0 (call %llu)",
                                                      collectiveName(call.collective),
                                                      static_cast<unsigned long long>(callNo)));
     return tsrSuccess;
   }
   if (nranks_ == 1) {
+    calls_ = callNo;
     *out = std::make_unique<LocalOperation>(this, call, callNo);
     return tsrSuccess;
   }
@@ -206,11 +201,16 @@ Result EngineImpl::start(const CollCall& call, std::unique_ptr<Operation>* out) 
     Result r = ensureControl();
     if (r != tsrSuccess) return poison(r);
   }
+  calls_ = callNo;
   return makeCollOperation(this, call, callNo, plain, zc, handshake, out);
 }
 
 Result EngineImpl::choose(Collective c, size_t bytes, int root, bool zeroCopyPossible,
                           BoundPlan** out) {
+  if (!classesAgreed_) {
+    Result r = agreeTransportClasses();
+    if (r != tsrSuccess) return poison(r);  // peers may be past the allGather: out of step
+  }
   if (std::memcmp(&tuner_.params(), &tunerSnapshot_, sizeof tunerSnapshot_) != 0) {
     choices_.clear();  // someone retuned: earlier choices may no longer be the cheapest
     lastChoice_ = nullptr;
@@ -360,30 +360,6 @@ Result EngineImpl::idle(IdleState* st, const ExecOperation& op) {
   if (now - st->since > std::chrono::duration<double>(timeoutSeconds_))
     return TSR_FAIL(tsrTimeout, "%s; gave up after %.3g s", op.blocked().c_str(), timeoutSeconds_);
   return tsrSuccess;
-}
-
-Result EngineImpl::registerBuffer(void* ptr, size_t bytes, void** handle) {
-  if (ptr == nullptr || bytes == 0 || handle == nullptr)
-    return TSR_FAIL(tsrInvalidArgument, "rank %d: registerBuffer(%p, %zu bytes) needs a buffer",
-                    rank_, ptr, bytes);
-  auto reg = std::make_unique<Registration>();
-  TSR_CHECK(ctx_->registerMemory(ptr, bytes, MemoryKind::kHost, &reg->memory));
-  reg->base = static_cast<char*>(ptr);
-  reg->bytes = bytes;
-  *handle = reg.get();
-  registrations_.push_back(std::move(reg));
-  return tsrSuccess;
-}
-
-Result EngineImpl::deregisterBuffer(void* handle) {
-  for (auto it = registrations_.begin(); it != registrations_.end(); ++it) {
-    if (it->get() == handle) {
-      registrations_.erase(it);
-      return tsrSuccess;
-    }
-  }
-  return TSR_FAIL(tsrInvalidArgument, "rank %d: deregisterBuffer(%p): not a registration", rank_,
-                  handle);
 }
 
 }  // namespace tessera

@@ -42,6 +42,9 @@ struct Registration {
   std::shared_ptr<Memory> memory;
 };
 
+// Memory ids of deregistered buffers one record announces (the rest wait for later records).
+inline constexpr int kHandshakeRetiredPerRecord = 16;
+
 // What every rank publishes before a zero-copy-sized call (zero_copy.cpp).
 struct HandshakeRecord {
   uint64_t call = 0;
@@ -56,17 +59,35 @@ struct HandshakeRecord {
   uint64_t inOffset = 0;
   uint64_t outOffset = 0;
   uint64_t magic = 0;
+  // The writer's registrations that are gone: the reader drops their blobs and mappings.
+  uint32_t retiredCount = 0;
+  uint32_t retired[kHandshakeRetiredPerRecord] = {};
 };
 inline constexpr uint8_t kHandshakeInOk = 1, kHandshakeOutOk = 2, kHandshakeMapsAll = 4;
-inline constexpr size_t kHandshakeSlotBytes = 64;
+inline constexpr size_t kHandshakeSlotBytes = 128;
 static_assert(sizeof(HandshakeRecord) <= kHandshakeSlotBytes);
 
+// A registration of the peer whose blob arrived here. It is imported (mapped) only when a
+// zero-copy plan reaches it: outside such a call the owner may deregister and free it at any time.
+struct PeerBlob {
+  uint32_t id = 0;
+  std::string blob;
+  std::shared_ptr<RemoteMemory> memory;  // null until imported
+};
+// Blobs a rank keeps per peer (and ids a rank remembers as sent): beyond it the least recently
+// named goes, on both sides alike, and is sent again when a record names it once more.
+inline constexpr size_t kMaxPeerBlobs = 64;
+
+// Both sides of a link apply the same steps to the same records in the same order (retire the
+// record's retired ids, then touch or add its input and output ids, then evict the least recently
+// named beyond kMaxPeerBlobs), so `sentIds` here and the peer's `blobs` from this rank always hold
+// the same ids and a record never names an id whose blob the reader lacks.
 struct ControlLink {
   std::shared_ptr<Connection> connection;
   std::shared_ptr<RemoteMemory> remote;  // the peer's control region
   std::shared_ptr<Semaphore> semaphore;
-  std::vector<uint32_t> sentIds;  // ids of this rank's registrations whose blob the peer has
-  std::map<uint32_t, std::shared_ptr<RemoteMemory>> imports;  // the peer's, by memory id
+  std::vector<uint32_t> sentIds;  // this rank's ids whose blob the peer holds, oldest first
+  std::vector<PeerBlob> blobs;    // the peer's, least recently named first
 };
 
 struct Control {
@@ -74,7 +95,8 @@ struct Control {
   char* base = nullptr;
   std::vector<ControlLink> links;  // by peer
   bool mapsAll = true;
-  uint64_t rounds = 0;  // handshakes done
+  uint64_t rounds = 0;            // handshakes done
+  std::vector<uint32_t> retired;  // deregistered ids some peer holds, not yet announced
 };
 
 // A point-to-point link with one peer (p2p.cpp): the peer writes into this rank's inbox.
@@ -199,7 +221,13 @@ class EngineImpl final : public CollectiveEngine {
   // Polls peer records; *ready when all arrived. Fills `records` (index = rank).
   Result pollRecords(std::vector<HandshakeRecord>* records, std::vector<uint8_t>* have,
                      bool* ready);
+  // A registration is being deregistered: peers that hold its blob learn so with the next record.
+  void retireRegistration(uint32_t id);
+  // Maps the peer's registration `id` (its blob arrived with a record) on first use.
   Result importUser(int peer, uint32_t id, std::shared_ptr<RemoteMemory>* out);
+  // Test hooks: blobs held from `peer`, ids this rank remembers as sent to it.
+  size_t peerBlobCount(int peer) const;
+  size_t sentIdCount(int peer) const;
   // tsrInvalidUsage naming both calls when rank `peer`'s record `b` does not match `a` (this
   // rank's): call number, collective, count, dtype, op (reducing) and root (rooted).
   Result compareRecords(const HandshakeRecord& a, int peer, const HandshakeRecord& b) const;
@@ -229,6 +257,8 @@ class EngineImpl final : public CollectiveEngine {
   Result overrideLookup(const CollCall& call, bool zeroCopy, BoundPlan** out);
   Result finishPlan(std::shared_ptr<const Plan> plan, BoundPlan** out,
                     std::unique_ptr<BoundPlan>* slot);
+  // Sets intraHost_ / interHost_ alike on every rank (collective: the first tuned call).
+  Result agreeTransportClasses();
 
   EngineOptions options_;
   TransportContext* ctx_ = nullptr;
@@ -239,6 +269,7 @@ class EngineImpl final : public CollectiveEngine {
   uint64_t zeroCopyMinBytes_ = 0;
   TransportKind intraHost_ = TransportKind::kShm;
   TransportKind interHost_ = TransportKind::kUcx;
+  bool classesAgreed_ = false;
 
   Tuner tuner_;
   TunerParams tunerSnapshot_;

@@ -15,14 +15,6 @@ namespace tessera {
 namespace {
 constexpr Subsys kLogSubsys = Subsys::kColl;
 
-// Which buffers a rank uses in a call (the other may be null or arbitrary).
-bool usesInput(Collective c, int rank, int root) {
-  return c != Collective::kBroadcast || rank == root;
-}
-bool usesOutput(Collective c, int rank, int root) {
-  return c != Collective::kReduce || rank == root;
-}
-
 // Recycles the memory of finished operations on the thread that frees them: a small call then
 // costs no malloc (the Operation is the only allocation of a call, engine.hpp).
 struct OpPool {
@@ -289,8 +281,6 @@ class CollOperation final : public ExecOperation {
       call.root = root_;
       HandshakeRecord& mine = records_[static_cast<size_t>(e_->rank())];
       TSR_CHECK(e_->makeRecord(call, callNo_, &mine));
-      if (!usesInput(coll_, e_->rank(), root_)) mine.flags |= kHandshakeInOk;
-      if (!usesOutput(coll_, e_->rank(), root_)) mine.flags |= kHandshakeOutOk;
       have_[static_cast<size_t>(e_->rank())] = 1;
       TSR_CHECK(e_->publishRecord(mine));
       markMoved();
@@ -313,13 +303,14 @@ class CollOperation final : public ExecOperation {
                       describe().c_str(), pick->plan->name.c_str());
     choosePlan(pick);
     if (pick->zeroCopy) {
+      // Only now, and only what the plan reaches: every other peer buffer may already be gone.
       peerUser_.assign(pick->peers.size(), PeerUser{});
       for (size_t s = 0; s < pick->peers.size(); ++s) {
-        int peer = pick->peers[s].peer;
-        const HandshakeRecord& r = records_[static_cast<size_t>(peer)];
+        const PeerLink& link = pick->peers[s];
+        const HandshakeRecord& r = records_[static_cast<size_t>(link.peer)];
         std::shared_ptr<RemoteMemory> in, out;
-        if (r.inId != 0) TSR_CHECK(e_->importUser(peer, r.inId, &in));
-        if (r.outId != 0) TSR_CHECK(e_->importUser(peer, r.outId, &out));
+        if (link.userInput && r.inId != 0) TSR_CHECK(e_->importUser(link.peer, r.inId, &in));
+        if (link.userOutput && r.outId != 0) TSR_CHECK(e_->importUser(link.peer, r.outId, &out));
         if (in) peerUser_[s].input = static_cast<char*>(in->mapped()) + r.inOffset;
         if (out) peerUser_[s].output = static_cast<char*>(out->mapped()) + r.outOffset;
       }

@@ -26,6 +26,8 @@ bool isDataOp(OpCode c) {
 
 uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull; }
 
+constexpr size_t kMaxSlots = INT16_MAX;
+
 }  // namespace
 
 PlanPairs planPairs(const Plan& plan) {
@@ -75,6 +77,16 @@ Result compilePlan(std::shared_ptr<const Plan> planPtr, int rank, BoundPlan* out
     bp.slotOf[static_cast<size_t>(link.peer)] = static_cast<int16_t>(bp.peers.size());
     bp.peers.push_back(link);
   }
+  // ExecOp::peer / ExecOp::sem / ExecRef::peer are 16-bit (the device reads the ops as they are);
+  // plans may have up to kMaxPlanRanks peers with kMaxChannels channels each.
+  size_t semCount = 0;
+  for (const PeerLink& link : bp.peers)
+    semCount += pairs.channels.at({std::min(rank, link.peer), std::max(rank, link.peer)}).size();
+  if (bp.peers.size() > kMaxSlots || semCount > kMaxSlots)
+    return TSR_FAIL(tsrInvalidArgument,
+                    "plan %s: rank %d has %zu peers and %zu semaphores (peer, channel); the "
+                    "executors hold at most %zu of each",
+                    plan.name.c_str(), rank, bp.peers.size(), semCount, kMaxSlots);
   for (size_t s = 0; s < bp.peers.size(); ++s) {
     int peer = bp.peers[s].peer;
     for (int ch : pairs.channels.at({std::min(rank, peer), std::max(rank, peer)})) {
@@ -146,7 +158,11 @@ Result compilePlan(std::shared_ptr<const Plan> planPtr, int rank, BoundPlan* out
           x.pos = r->index % bp.cps;
           x.buffer = static_cast<uint8_t>(r->buffer);
           x.peer = r->remote() ? bp.slotOf[static_cast<size_t>(r->rank)] : int16_t{-1};
-          if (r->remote() && r->buffer != BufferKind::kScratch) bp.zeroCopy = true;
+          if (r->remote() && r->buffer != BufferKind::kScratch) {
+            bp.zeroCopy = true;
+            PeerLink& link = bp.peers[static_cast<size_t>(x.peer)];
+            (r->buffer == BufferKind::kInput ? link.userInput : link.userOutput) = true;
+          }
           bp.refs.push_back(x);
         }
       }

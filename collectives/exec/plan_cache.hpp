@@ -28,6 +28,8 @@ struct PeerLink {
   bool mapped = false;                    // direct loads and stores reach the peer
   std::shared_ptr<RemoteMemory> scratch;  // the peer's scratch for this plan; null: none
   char* scratchMapped = nullptr;          // mapped: where it is here
+  bool userInput = false;                 // this rank's ops reach the peer's input (zero-copy)
+  bool userOutput = false;                // ... or its output
 };
 
 // One semaphore (peer, channel) of a plan, and what is left of this rank's initial credits on it.
@@ -85,7 +87,8 @@ struct BoundPlan {
 
 // Compiles `plan` for `rank`: peer and semaphore slots, credits, flat ops. tsrInvalidArgument
 // when an op's refs disagree in chunk count or position within the segment (the executors need
-// equal chunk lengths chunk by chunk). Resources are left for bindPlan.
+// equal chunk lengths chunk by chunk), or when the rank has more peers or semaphores than the
+// 16-bit slots of ExecOp and ExecRef hold. Resources are left for bindPlan.
 Result compilePlan(std::shared_ptr<const Plan> plan, int rank, BoundPlan* out);
 
 // What the tuner (or an override) asked for; one cache entry per key.

@@ -11,7 +11,12 @@
 // Slots alternate between two parities: a rank writes round h + 2 into the slot of round h only
 // after it read every peer's round h + 1, which each peer published after reading round h.
 // A registration's blob travels over the bootstrap the first time a record names it, sent before
-// the signal, so the reader's receive never waits on the writer's progress.
+// the signal, so the reader's receive never waits on the writer's progress. The reader keeps the
+// blob and maps it only once the handshake chose a zero-copy plan that reaches that buffer: the
+// owner then waits for this rank's signals before it can finish the call, whereas a buffer no
+// chosen plan reaches may be deregistered and freed by its owner at any moment. Records also
+// carry the ids of deregistered buffers, so that readers drop their blobs and mappings.
+#include <algorithm>
 #include <cstring>
 
 #include "collectives/exec/engine_impl.hpp"
@@ -20,13 +25,51 @@
 namespace tessera {
 namespace {
 constexpr Subsys kLogSubsys = Subsys::kColl;
-constexpr uint64_t kRecordMagic = 0x5453524853484b31ull;  // "TSRHSHK1"
+constexpr uint64_t kRecordMagic = 0x5453524853484b32ull;  // "TSRHSHK2"
 
-bool contains(const std::vector<uint32_t>& v, uint32_t x) {
-  for (uint32_t y : v)
-    if (y == x) return true;
+// Which buffers a rank uses in a call (NCCL lets the other be null or arbitrary).
+bool usesInput(Collective c, int rank, int root) {
+  return c != Collective::kBroadcast || rank == root;
+}
+bool usesOutput(Collective c, int rank, int root) {
+  return c != Collective::kReduce || rank == root;
+}
+
+bool isRetired(const HandshakeRecord& r, uint32_t id) {
+  for (uint32_t i = 0; i < r.retiredCount; ++i)
+    if (r.retired[i] == id) return true;
   return false;
 }
+
+template <typename T, typename IdOf>
+T* findId(std::vector<T>& v, uint32_t id, IdOf idOf) {
+  for (T& x : v)
+    if (idOf(x) == id) return &x;
+  return nullptr;
+}
+
+// Moves the entry with `id` to the back (most recently named); false when there is none.
+template <typename T, typename IdOf>
+bool touch(std::vector<T>& v, uint32_t id, IdOf idOf) {
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (idOf(v[i]) != id) continue;
+    T x = std::move(v[i]);
+    v.erase(v.begin() + static_cast<std::ptrdiff_t>(i));
+    v.push_back(std::move(x));
+    return true;
+  }
+  return false;
+}
+
+template <typename T>
+void evictOldest(std::vector<T>& v) {
+  if (v.size() > kMaxPeerBlobs)
+    v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() - kMaxPeerBlobs));
+}
+
+uint32_t sentId(uint32_t id) { return id; }
+uint32_t blobId(const PeerBlob& b) { return b.id; }
+
 }  // namespace
 
 const Registration* EngineImpl::findRegistration(const void* ptr, size_t bytes) const {
@@ -35,6 +78,31 @@ const Registration* EngineImpl::findRegistration(const void* ptr, size_t bytes) 
     if (p >= r->base && bytes <= r->bytes && static_cast<size_t>(p - r->base) <= r->bytes - bytes)
       return r.get();
   return nullptr;
+}
+
+Result EngineImpl::registerBuffer(void* ptr, size_t bytes, void** handle) {
+  if (ptr == nullptr || bytes == 0 || handle == nullptr)
+    return TSR_FAIL(tsrInvalidArgument, "rank %d: registerBuffer(%p, %zu bytes) needs a buffer",
+                    rank_, ptr, bytes);
+  auto reg = std::make_unique<Registration>();
+  TSR_CHECK(ctx_->registerMemory(ptr, bytes, MemoryKind::kHost, &reg->memory));
+  reg->base = static_cast<char*>(ptr);
+  reg->bytes = bytes;
+  *handle = reg.get();
+  registrations_.push_back(std::move(reg));
+  return tsrSuccess;
+}
+
+Result EngineImpl::deregisterBuffer(void* handle) {
+  for (auto it = registrations_.begin(); it != registrations_.end(); ++it) {
+    if (it->get() == handle) {
+      retireRegistration((*it)->memory->id());
+      registrations_.erase(it);
+      return tsrSuccess;
+    }
+  }
+  return TSR_FAIL(tsrInvalidArgument, "rank %d: deregisterBuffer(%p): not a registration", rank_,
+                  handle);
 }
 
 Result EngineImpl::makeRecord(const CollCall& call, uint64_t callNo, HandshakeRecord* out) {
@@ -63,32 +131,56 @@ Result EngineImpl::makeRecord(const CollCall& call, uint64_t callNo, HandshakeRe
     }
     return true;
   };
-  const Registration* in = findRegistration(call.sendbuf, inBytes);
-  const Registration* outReg = findRegistration(call.recvbuf, outBytes);
+  // A buffer this rank does not use in the call (a non-root's broadcast input or reduce output)
+  // is named by no id: no plan reads it, so no peer needs its blob.
   const Registration* used[2] = {nullptr, nullptr};
-  if (call.sendbuf != nullptr && usable(in)) {
+  if (!usesInput(call.collective, rank_, r.root)) {
+    r.flags |= kHandshakeInOk;
+  } else if (const Registration* in = findRegistration(call.sendbuf, inBytes);
+             call.sendbuf != nullptr && usable(in)) {
     r.inId = in->memory->id();
     r.inOffset = static_cast<uint64_t>(static_cast<const char*>(call.sendbuf) - in->base);
     r.flags |= kHandshakeInOk;
     used[0] = in;
   }
-  if (call.recvbuf != nullptr && usable(outReg)) {
-    r.outId = outReg->memory->id();
-    r.outOffset = static_cast<uint64_t>(static_cast<const char*>(call.recvbuf) - outReg->base);
+  if (!usesOutput(call.collective, rank_, r.root)) {
     r.flags |= kHandshakeOutOk;
-    used[1] = outReg;
+  } else if (const Registration* o = findRegistration(call.recvbuf, outBytes);
+             call.recvbuf != nullptr && usable(o)) {
+    r.outId = o->memory->id();
+    r.outOffset = static_cast<uint64_t>(static_cast<const char*>(call.recvbuf) - o->base);
+    r.flags |= kHandshakeOutOk;
+    used[1] = o;
   }
-  // The blobs go first, in the order (input, output) in which readers look at the ids.
+  size_t retire = std::min<size_t>(control_.retired.size(), kHandshakeRetiredPerRecord);
+  for (size_t i = 0; i < retire; ++i) r.retired[i] = control_.retired[i];
+  r.retiredCount = static_cast<uint32_t>(retire);
+  control_.retired.erase(control_.retired.begin(),
+                         control_.retired.begin() + static_cast<std::ptrdiff_t>(retire));
+  // The steps of ControlLink, writer side; the blobs go first, in the order (input, output) in
+  // which readers look at the ids.
   for (int p = 0; p < nranks_; ++p) {
     if (p == rank_) continue;
     ControlLink& link = control_.links[static_cast<size_t>(p)];
+    std::erase_if(link.sentIds, [&](uint32_t id) { return isRetired(r, id); });
     for (const Registration* reg : used) {
-      if (reg == nullptr || contains(link.sentIds, reg->memory->id())) continue;
+      if (reg == nullptr || touch(link.sentIds, reg->memory->id(), sentId)) continue;
       TSR_CHECK(sendBlob(p, kTagUserBlob, reg->memory.get()));
       link.sentIds.push_back(reg->memory->id());
     }
+    evictOldest(link.sentIds);
   }
   return tsrSuccess;
+}
+
+void EngineImpl::retireRegistration(uint32_t id) {
+  if (!controlReady_) return;
+  for (ControlLink& link : control_.links) {
+    if (findId(link.sentIds, id, sentId) != nullptr) {
+      control_.retired.push_back(id);
+      return;
+    }
+  }
 }
 
 Result EngineImpl::publishRecord(const HandshakeRecord& mine) {
@@ -131,14 +223,20 @@ Result EngineImpl::pollRecords(std::vector<HandshakeRecord>* records, std::vecto
     if (r.magic != kRecordMagic)
       return TSR_FAIL(tsrInternalError, "rank %d: the zero-copy record of rank %d is malformed",
                       rank_, p);
+    if (r.retiredCount > kHandshakeRetiredPerRecord)
+      return TSR_FAIL(tsrInternalError, "rank %d: the zero-copy record of rank %d retires %u ids",
+                      rank_, p, r.retiredCount);
+    // The steps of ControlLink, reader side. Receiving the blob keeps the bootstrap stream in
+    // step with the writer; mapping it waits for a zero-copy plan (importUser).
+    std::erase_if(link.blobs, [&](const PeerBlob& b) { return isRetired(r, b.id); });
     for (uint32_t id : {r.inId, r.outId}) {
-      if (id == 0 || link.imports.count(id) != 0) continue;
-      std::string blob;
-      TSR_CHECK(recvBlob(p, kTagUserBlob, &blob));
-      std::shared_ptr<RemoteMemory> mem;
-      if (link.connection->mapsMemory()) TSR_CHECK(link.connection->importMemory(blob, &mem));
-      link.imports[id] = std::move(mem);
+      if (id == 0 || touch(link.blobs, id, blobId)) continue;
+      PeerBlob b;
+      b.id = id;
+      TSR_CHECK(recvBlob(p, kTagUserBlob, &b.blob));
+      link.blobs.push_back(std::move(b));
     }
+    evictOldest(link.blobs);
     (*have)[static_cast<size_t>(p)] = 1;
   }
   if (*ready) ++control_.rounds;
@@ -167,13 +265,32 @@ Result EngineImpl::compareRecords(const HandshakeRecord& a, int peer,
 }
 
 Result EngineImpl::importUser(int peer, uint32_t id, std::shared_ptr<RemoteMemory>* out) {
-  auto& imports = control_.links[static_cast<size_t>(peer)].imports;
-  auto it = imports.find(id);
-  if (it == imports.end() || !it->second || it->second->mapped() == nullptr)
+  ControlLink& link = control_.links[static_cast<size_t>(peer)];
+  PeerBlob* b = findId(link.blobs, id, blobId);
+  if (b == nullptr)
+    return TSR_FAIL(tsrInternalError,
+                    "rank %d: rank %d named registered memory %u, but its blob is not here", rank_,
+                    peer, id);
+  if (!b->memory) {
+    if (!link.connection->mapsMemory())
+      return TSR_FAIL(tsrInternalError,
+                      "rank %d: registered memory %u of rank %d cannot be mapped over %s", rank_,
+                      id, peer, transportName(link.connection->kind()));
+    TSR_CHECK(link.connection->importMemory(b->blob, &b->memory));
+  }
+  if (b->memory->mapped() == nullptr)
     return TSR_FAIL(tsrInternalError, "rank %d: registered memory %u of rank %d is not mapped here",
                     rank_, id, peer);
-  *out = it->second;
+  *out = b->memory;
   return tsrSuccess;
+}
+
+size_t EngineImpl::peerBlobCount(int peer) const {
+  return controlReady_ ? control_.links[static_cast<size_t>(peer)].blobs.size() : 0;
+}
+
+size_t EngineImpl::sentIdCount(int peer) const {
+  return controlReady_ ? control_.links[static_cast<size_t>(peer)].sentIds.size() : 0;
 }
 
 }  // namespace tessera

@@ -1,10 +1,15 @@
 #include "test_exec_common.hpp"
 
-#include <cstring>
+#include <sys/mman.h>
 
+#include <cstring>
+#include <thread>
+
+#include "bootstrap/tcp_bootstrap.hpp"
 #include "collectives/plan/verifier.hpp"
 #include "core/datatype.hpp"
 #include "core/reduce_op.hpp"
+#include "support/harness.hpp"
 #include "transport/host_alloc.hpp"
 
 namespace tessera::exectest {
@@ -126,6 +131,74 @@ Result makeEngine(TransportContext& ctx, const EngineSetup& setup,
   o.timeoutSeconds = setup.timeoutSeconds;
   o.scratchBytes = setup.scratchBytes;
   return CollectiveEngine::create(o, out);
+}
+
+std::vector<std::string> runMixedRanks(
+    int processes, int threadsPerProcess,
+    const std::function<std::string(TransportContext& ctx)>& body, double runSeconds) {
+  int nranks = processes * threadsPerProcess;
+  std::vector<std::string> results(static_cast<size_t>(nranks));
+  test::ScopedEnv ifname("TESSERA_SOCKET_IFNAME", "lo");
+  tsrUniqueId id{};
+  if (createUniqueId(&id) != tsrSuccess) {
+    results.assign(results.size(), std::string("createUniqueId: ") + lastErrorMessage());
+    return results;
+  }
+  // Each rank writes its sentence into a slot of a shared page; "ok" marks success.
+  constexpr size_t kSlot = 4096;
+  size_t bytes = kSlot * static_cast<size_t>(nranks);
+  void* shared = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) {
+    results.assign(results.size(), "mmap for results failed");
+    return results;
+  }
+  std::memset(shared, 0, bytes);
+  auto slot = [&](int rank) {
+    return static_cast<char*>(shared) + kSlot * static_cast<size_t>(rank);
+  };
+  std::vector<int> codes = test::forkRanks(
+      processes,
+      [&](int process) {
+        std::vector<std::thread> threads;
+        for (int t = 0; t < threadsPerProcess; ++t) {
+          threads.emplace_back([&, t] {
+            int rank = process * threadsPerProcess + t;
+            std::string out;
+            BootstrapOptions bo;
+            bo.timeoutSeconds = 20;
+            std::unique_ptr<Bootstrap> b;
+            std::unique_ptr<TransportContext> ctx;
+            TransportContextOptions o;
+            if (TcpBootstrap::create(id, rank, nranks, bo, &b) != tsrSuccess) {
+              out = std::string("TcpBootstrap::create: ") + lastErrorMessage();
+            } else {
+              o.bootstrap = b.get();
+              o.timeoutSeconds = 20;
+              if (TransportContext::create(o, &ctx) != tsrSuccess)
+                out = std::string("TransportContext::create: ") + lastErrorMessage();
+              else
+                out = body(*ctx);
+            }
+            if (out.empty()) out = "ok";
+            std::strncpy(slot(rank), out.c_str(), kSlot - 1);
+          });
+        }
+        for (std::thread& th : threads) th.join();
+        return 0;
+      },
+      runSeconds);
+  for (int r = 0; r < nranks; ++r) {
+    int code = codes[static_cast<size_t>(r / threadsPerProcess)];
+    const char* text = slot(r);
+    if (std::strcmp(text, "ok") == 0)
+      results[static_cast<size_t>(r)] = "";
+    else if (text[0] != 0)
+      results[static_cast<size_t>(r)] = text;
+    else
+      results[static_cast<size_t>(r)] = strprintf("no result (process exit code %d)", code);
+  }
+  munmap(shared, bytes);
+  return results;
 }
 
 Result runCall(CollectiveEngine& e, const CollCall& call, double timeoutSeconds) {

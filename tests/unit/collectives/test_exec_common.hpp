@@ -7,6 +7,7 @@
 // the reference bit for bit.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +27,14 @@ struct EngineSetup {
 
 Result makeEngine(TransportContext& ctx, const EngineSetup& setup,
                   std::unique_ptr<CollectiveEngine>* out);
+
+// Runs body on `processes` forked processes of `threadsPerProcess` thread ranks each (rank =
+// process * threadsPerProcess + thread; tcp bootstrap over loopback), so that a rank has peers over
+// inproc and peers over shm at once. One sentence per rank, "" for success (as
+// test::runTransportRanks).
+std::vector<std::string> runMixedRanks(
+    int processes, int threadsPerProcess,
+    const std::function<std::string(TransportContext& ctx)>& body, double runSeconds = 60);
 
 // Starts the call and drives it to completion.
 Result runCall(CollectiveEngine& e, const CollCall& call, double timeoutSeconds = 20);

@@ -5,6 +5,7 @@
 
 #include <atomic>
 
+#include "collectives/exec/plan_cache.hpp"
 #include "collectives/plan/verifier.hpp"
 #include "support/harness.hpp"
 #include "test_exec_common.hpp"
@@ -111,6 +112,74 @@ TEST(ExecFailures, AllToAllInPlaceIsRefused) {
     return std::string();
   });
   test::expectAllRanksOk(results);
+}
+
+// Calls refused on one rank only (unknown algorithm, a plan for other ranks, alltoall in place)
+// run nothing and must not count: the next call's number still matches the peers' (the handshake
+// of a large call compares them).
+TEST(ExecFailures, RefusedCallsDoNotCount) {
+  test::ScopedEnv threshold("TESSERA_ZERO_COPY_MIN_BYTES", "1024");
+  GenParams g;
+  g.algorithm = "ring";
+  g.nranks = 3;
+  auto threeRanks = std::make_shared<Plan>();
+  ASSERT_EQ(generatePlan(g, threeRanks.get()), tsrSuccess) << lastErrorMessage();
+  auto results = test::runTransportRanks(RankMode::kThreads, 2, [&](TransportContext& ctx) {
+    std::unique_ptr<CollectiveEngine> e;
+    TT_CHECK_OK(makeEngine(ctx, EngineSetup{}, &e));
+    std::vector<float> in(3000, static_cast<float>(ctx.rank() + 1)), out(3000);
+    if (ctx.rank() == 0) {
+      std::unique_ptr<Operation> op;
+      CollCall c = allreduce(in.data(), out.data(), in.size());
+      c.algorithm = "no-such-family";
+      TT_CHECK(e->start(c, &op) == tsrInvalidArgument, "an unknown algorithm was accepted");
+      c = allreduce(in.data(), out.data(), in.size());
+      c.plan = threeRanks;
+      TT_CHECK(e->start(c, &op) == tsrInvalidArgument, "a plan for 3 ranks was accepted");
+      c = allreduce(in.data(), in.data(), 4);
+      c.collective = Collective::kAllToAll;
+      TT_CHECK(e->start(c, &op) == tsrInvalidArgument, "alltoall in place was accepted");
+    }
+    std::unique_ptr<Operation> op;
+    TT_CHECK_OK(e->start(allreduce(in.data(), out.data(), in.size()), &op));
+    TT_CHECK_OK(runOperations({op.get()}, 20));
+    TT_CHECK(op->describe().find("(call 1)") != std::string::npos, "%s", op->describe().c_str());
+    for (size_t i = 0; i < out.size(); ++i)
+      TT_CHECK(out[i] == 3.0f, "element %zu: %g", i, static_cast<double>(out[i]));
+    return std::string();
+  });
+  test::expectAllRanksOk(results);
+}
+
+// ExecOp::sem is 16 bits: a rank with more (peer, channel) semaphores than that is refused
+// (compiled, it would wait on the wrong semaphore).
+TEST(ExecFailures, PlansWithMoreSemaphoresThanSlotsAreRefused) {
+  constexpr int kRanks = 600;  // 599 peers x kMaxChannels channels > 32767
+  auto plan = std::make_shared<Plan>();
+  plan->name = "many-semaphores";
+  plan->nranks = kRanks;
+  plan->ranks.resize(kRanks);
+  for (RankPlan& rp : plan->ranks) rp.workers.resize(1);
+  for (int p = 1; p < kRanks; ++p) {
+    for (int ch = 0; ch < kMaxChannels; ++ch) {
+      Op signal;
+      signal.code = OpCode::kSignal;
+      signal.peer = p;
+      signal.channel = ch;
+      plan->ranks[0].workers[0].ops.push_back(signal);
+      Op wait = signal;
+      wait.code = OpCode::kWait;
+      wait.peer = 0;
+      plan->ranks[static_cast<size_t>(p)].workers[0].ops.push_back(wait);
+    }
+  }
+  BoundPlan fits;
+  ASSERT_EQ(compilePlan(plan, 1, &fits), tsrSuccess) << lastErrorMessage();
+  EXPECT_EQ(fits.sems.size(), static_cast<size_t>(kMaxChannels));
+  BoundPlan tooMany;
+  ASSERT_EQ(compilePlan(plan, 0, &tooMany), tsrInvalidArgument);
+  EXPECT_NE(std::string(lastErrorMessage()).find("38336 semaphores"), std::string::npos)
+      << lastErrorMessage();
 }
 
 TEST(ExecFailures, UserPlansRunAndBrokenOnesAreRefused) {
