@@ -180,6 +180,11 @@ int collPerfMain(int argc, char** argv, const CollHooks& hooks) {
                          ", MPI's own collective on the same buffers, timed in blocks that "
                          "alternate with tessera's out-of-place calls; ratio = tessera "
                          "out-of-place busbw / mpi busbw");
+  if (o.memcpyBaseline)
+    info.notes.push_back(
+        "--baseline memcpy: every rank memcpy()s min(send, recv) bytes of its own buffers, timed "
+        "in blocks that alternate with tessera's out-of-place calls; ratio = tessera out-of-place "
+        "busbw / memcpy bandwidth");
   info.rankLines = gatherRankLines(w, devices);
 
   Shared s(o, hooks, w);
@@ -199,7 +204,8 @@ int collPerfMain(int argc, char** argv, const CollHooks& hooks) {
   }
   if (w.proc == 0) {
     printHeader(o, info);
-    printTableHeader(o.mpiBaseline);
+    setBaselineName(o.memcpyBaseline ? "memcpy" : "mpi");
+    printTableHeader(o.baseline());
   }
   std::vector<std::thread> threads;
   for (int t = 1; t < w.threads; ++t)

@@ -34,7 +34,8 @@ namespace {
       "  -R, --register <0/1>    allocate with tsrMemAlloc and tsrCommRegister the buffers (0)\n"
       "  -A, --algo <families>   TESSERA_ALGO for the run, e.g. ring\n"
       "      --plan <file>       verify a plan file (tessera_plan JSON) and run it for every call\n"
-      "      --baseline mpi      time MPI's own collective beside tessera's (MPI processes)\n",
+      "      --baseline mpi      time MPI's own collective beside tessera's (MPI processes)\n"
+      "      --baseline memcpy   time a memcpy of the same bytes (send -> recv) on every rank\n",
       h.name);
   std::exit(2);
 }
@@ -211,8 +212,12 @@ Options parseOptions(int argc, char** argv, const CollHooks& h) {
         break;
       case 'P': o.planPath = v; break;
       case 'B':
-        if (std::strcmp(v, "mpi") != 0) usage(h, "--baseline: the only baseline is mpi");
-        o.mpiBaseline = true;
+        if (std::strcmp(v, "mpi") == 0)
+          o.mpiBaseline = true;
+        else if (std::strcmp(v, "memcpy") == 0)
+          o.memcpyBaseline = true;
+        else
+          usage(h, "--baseline: mpi or memcpy");
         break;
       default: usage(h, "unknown option " + a);
     }

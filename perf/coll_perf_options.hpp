@@ -36,6 +36,8 @@ struct Options {
   std::string algo;              // -A: TESSERA_ALGO for the run
   std::string planPath;          // --plan
   bool mpiBaseline = false;      // --baseline mpi
+  bool memcpyBaseline = false;   // --baseline memcpy: each rank copies its send to its recv buffer
+  bool baseline() const { return mpiBaseline || memcpyBaseline; }
 };
 
 // Parses argv; on a bad flag prints why and the usage to stderr and exits with status 2.

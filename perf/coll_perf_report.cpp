@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <string>
 
 namespace tessera::perf {
 namespace {
@@ -95,15 +97,24 @@ void printHeader(const Options& o, const RunInfo& info) {
   std::fflush(stdout);
 }
 
+namespace {
+const char* gBaseline = "mpi";
+}  // namespace
+
+void setBaselineName(const char* name) { gBaseline = name; }
+
 void printTableHeader(bool baseline) {
   std::printf("# %10s  %12s  %8s  %9s  %6s%s%s", "", "", "", "", "",
               centred("out-of-place", kVariantWidth).c_str(),
               centred("in-place", kVariantWidth).c_str());
-  if (baseline) std::printf("%s", centred("mpi, beside out-of-place", kMpiWidth).c_str());
+  if (baseline)
+    std::printf("%s", centred(std::string(gBaseline) + ", beside out-of-place", kMpiWidth).c_str());
   std::printf("\n# %10s  %12s  %8s  %9s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "size",
               "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
               "busbw", "#wrong");
-  if (baseline) std::printf("  %12s  %10s  %6s", "mpi time(us)", "mpi busbw", "ratio");
+  if (baseline)
+    std::printf("  %12s  %10s  %6s", (std::string(gBaseline) + " time(us)").c_str(),
+                std::strcmp(gBaseline, "mpi") == 0 ? "mpi busbw" : "memcpy bw", "ratio");
   std::printf("\n# %10s  %12s  %8s  %9s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "(B)",
               "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
               "");
@@ -143,22 +154,25 @@ void printNote(const std::string& text) {
 
 std::string writeJson(const std::string& path, const Options& o, const RunInfo& info,
                       const std::vector<Row>& rows, int64_t wrong, double avgBusbw) {
-  std::string d = "{\n  \"program\": " + quoted(info.program) +
-                  ",\n  \"config\": {\"nranks\": " + std::to_string(info.nranks) +
-                  ", \"processes\": " + std::to_string(info.nprocs) +
-                  ", \"threads\": " + std::to_string(info.threads) +
-                  ", \"min_bytes\": " + num(static_cast<double>(o.minBytes)) +
-                  ", \"max_bytes\": " + num(static_cast<double>(o.maxBytes)) +
-                  ", \"step_factor\": " + num(o.stepFactor) +
-                  ", \"step_bytes\": " + num(static_cast<double>(o.stepBytes)) +
-                  ", \"iters\": " + std::to_string(o.iters) +
-                  ", \"warmup\": " + std::to_string(o.warmup) +
-                  ", \"check\": " + (o.check ? "true" : "false") +
-                  ", \"average\": " + std::to_string(static_cast<int>(o.average)) +
-                  ", \"memory\": " + quoted(o.device ? "device" : "host") +
-                  ", \"registered\": " + (o.registerBuffers ? "true" : "false") +
-                  ", \"algo\": " + quoted(o.algo) + ", \"plan\": " + quoted(o.planPath) +
-                  ", \"baseline\": " + quoted(o.mpiBaseline ? "mpi" : "") + "},\n  \"notes\": [";
+  std::string d =
+      "{\n  \"program\": " + quoted(info.program) +
+      ",\n  \"config\": {\"nranks\": " + std::to_string(info.nranks) +
+      ", \"processes\": " + std::to_string(info.nprocs) +
+      ", \"threads\": " + std::to_string(info.threads) +
+      ", \"min_bytes\": " + num(static_cast<double>(o.minBytes)) +
+      ", \"max_bytes\": " + num(static_cast<double>(o.maxBytes)) +
+      ", \"step_factor\": " + num(o.stepFactor) +
+      ", \"step_bytes\": " + num(static_cast<double>(o.stepBytes)) +
+      ", \"iters\": " + std::to_string(o.iters) + ", \"warmup\": " + std::to_string(o.warmup) +
+      ", \"check\": " + (o.check ? "true" : "false") +
+      ", \"average\": " + std::to_string(static_cast<int>(o.average)) +
+      ", \"memory\": " + quoted(o.device ? "device" : "host") +
+      ", \"registered\": " + (o.registerBuffers ? "true" : "false") +
+      ", \"algo\": " + quoted(o.algo) + ", \"plan\": " + quoted(o.planPath) + ", \"baseline\": " +
+      quoted(o.mpiBaseline      ? "mpi"
+             : o.memcpyBaseline ? "memcpy"
+                                : "") +
+      "},\n  \"notes\": [";
   for (size_t i = 0; i < info.notes.size(); ++i) d += (i ? ", " : "") + quoted(info.notes[i]);
   d += "],\n  \"rows\": [";
   for (size_t i = 0; i < rows.size(); ++i) {

@@ -45,6 +45,8 @@ struct RunInfo {
 };
 
 void printHeader(const Options& o, const RunInfo& info);
+// "mpi" (default) or "memcpy": what the baseline columns are called.
+void setBaselineName(const char* name);
 void printTableHeader(bool baseline);
 void printRow(const Row& row, bool baseline);
 // "# Out of bounds values : N OK|FAILED", "# Avg bus bandwidth    : X", "#".
