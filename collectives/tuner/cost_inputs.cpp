@@ -15,7 +15,7 @@ constexpr Subsys kLogSubsys = Subsys::kTuning;
 // a step's latency is one signal round through the semaphore, bandwidth one stream's memcpy-like
 // rate. inproc and shm move bytes through host memory; ucx here runs over TCP; cuda_ipc and p2p
 // are GPU links (PCIe to NVLink class: a few microseconds, tens of GB/s). A TESSERA_TUNER_FILE
-// or TESSERA_TUNER_MEASURE=1 replaces them with numbers for the machine at hand.
+// replaces them with numbers for the machine at hand (no measurement at init yet).
 TunerParams defaultTunerParams() {
   TunerParams p;
   p.links[static_cast<size_t>(TransportKind::kInproc)] = LinkModel{0.3, 8.0};

@@ -7,8 +7,8 @@
 // allreduce; tree: 2 log2 n steps pipelined; rhd: 2 log2 n steps of halving size; oneshot: one
 // step of bytes with n-1 peers reading; ...). Parameters per transport come from
 // TESSERA_TUNER_FILE (JSON: {"links": {"inproc": {"alphaUs": .., "betaGBs": ..}, ...},
-// "gammaGBs": .., "callOverheadUs": ..}) when set, else from the defaults below, optionally
-// refined by a measurement at communicator init.
+// "gammaGBs": .., "callOverheadUs": ..}) when set, else from the defaults below. Measuring them
+// at communicator init is not implemented yet.
 //
 // Overrides, in NCCL's syntax:
 //   TESSERA_ALGO   "ring,tree" (only these), "^tree" (all but),

@@ -127,10 +127,6 @@ constexpr EnvVarInfo kRegistry[] = {
      "JSON file with the tuner's alpha-beta parameters per transport (see collectives/tuner); "
      "default: built-in values",
      nullptr, 0, 0, nullptr},
-    {"TESSERA_TUNER_MEASURE", EnvType::kBool, "0",
-     "1: measure each transport's latency and bandwidth when a communicator first runs a "
-     "collective (a few ping-pongs between neighbours) and feed them to the tuner's model",
-     nullptr, 0, 0, nullptr},
     {"TESSERA_ZERO_COPY_MIN_BYTES", EnvType::kInt, "262144",
      "calls of at least this many bytes exchange buffer registrations first and, when every "
      "rank's buffers are registered and mapped, run zero-copy plans",
