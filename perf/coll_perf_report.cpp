@@ -6,6 +6,8 @@
 #include <fstream>
 #include <string>
 
+#include "perf_json_text.hpp"
+
 namespace tessera::perf {
 namespace {
 
@@ -45,29 +47,9 @@ void printVariant(const VariantResult& v) {
   std::printf("  %7s  %6.2f  %6.2f  %6s", timeText(v.timeUs).c_str(), v.algbw, v.busbw, wrong);
 }
 
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\u%04x", c);
-      out += b;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
+std::string quoted(const std::string& s) { return jsonQuoted(s); }
 
-std::string num(double v) {
-  if (!std::isfinite(v)) return "null";
-  char b[64];
-  std::snprintf(b, sizeof b, "%.10g", v);
-  return b;
-}
+std::string num(double v) { return jsonNumber(v, 10); }
 
 std::string variantJson(const VariantResult& v) {
   if (!v.ran) return "null";

@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "perf_json_text.hpp"
+
 #if TESSERA_PERF_HAVE_NLOHMANN_JSON
 #include <nlohmann/json.hpp>
 #endif
@@ -205,28 +207,8 @@ bool writeJson(const std::string& path, const Options& o, const RankPlan& plan,
 #else  // no nlohmann/json at build time: the same document, written by hand
 
 namespace {
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-std::string num(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
+std::string quoted(const std::string& s) { return perf::jsonQuoted(s); }
+std::string num(double v) { return perf::jsonNumber(v, 17); }
 }  // namespace
 
 bool writeJson(const std::string& path, const Options& o, const RankPlan& plan,

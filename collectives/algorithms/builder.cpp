@@ -47,6 +47,14 @@ OpWriter& OpWriter::reduce(const ChunkRef& dst, std::vector<ChunkRef> srcs) {
   return append(std::move(op));
 }
 
+OpWriter& OpWriter::send(const ChunkRef& dst, const std::vector<ChunkRef>& srcs) {
+  return srcs.size() == 1 ? put(dst, srcs[0]) : reduceSend(dst, srcs);
+}
+
+OpWriter& OpWriter::store(const ChunkRef& dst, const std::vector<ChunkRef>& srcs) {
+  return srcs.size() == 1 ? copy(dst, srcs[0]) : reduce(dst, srcs);
+}
+
 OpWriter& OpWriter::reduceSend(const ChunkRef& dst, std::vector<ChunkRef> srcs) {
   Op op;
   op.code = OpCode::kReduceSend;

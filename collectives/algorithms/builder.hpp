@@ -41,6 +41,10 @@ class OpWriter {
   OpWriter& reduceSend(const ChunkRef& dst, std::vector<ChunkRef> srcs);
   // reduceSend that also stores the result locally to dst2.
   OpWriter& reduceSend(const ChunkRef& dst, const ChunkRef& dst2, std::vector<ChunkRef> srcs);
+  // The combination of `srcs` (one or more) into dst: a put (resp. copy) for one source, a
+  // reduceSend (resp. reduce) otherwise.
+  OpWriter& send(const ChunkRef& dst, const std::vector<ChunkRef>& srcs);
+  OpWriter& store(const ChunkRef& dst, const std::vector<ChunkRef>& srcs);
   OpWriter& signal(int peer, int channel);
   OpWriter& wait(int peer, int channel);
   OpWriter& flush(int peer);

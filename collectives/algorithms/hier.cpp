@@ -247,20 +247,6 @@ class Hier {
     return l;
   }
 
-  static void send(OpWriter& ops, const ChunkRef& dst, const std::vector<ChunkRef>& srcs) {
-    if (srcs.size() == 1) {
-      ops.put(dst, srcs[0]);
-    } else {
-      ops.reduceSend(dst, srcs);
-    }
-  }
-  static void store(OpWriter& ops, const ChunkRef& dst, const std::vector<ChunkRef>& srcs) {
-    if (srcs.size() == 1) {
-      ops.copy(dst, srcs[0]);
-    } else {
-      ops.reduce(dst, srcs);
-    }
-  }
   // A wait whose first `initial` uses per slice are free.
   void creditWait(OpWriter& ops, int peer, int channel, int initial) {
     builder_->credit(ops.rank(), peer, channel, initial);
@@ -343,7 +329,7 @@ void Hier::ringLeader(int rank) {
         if (k < out.size()) {
           std::vector<ChunkRef>& srcs = take(out[k]);
           if (s > 0) srcs.push_back(scratchRef(mine.ring + out[k]));
-          send(ops, onRank(nx, scratchRef(layout(nx).ring + out[k])), srcs);
+          ops.send(onRank(nx, scratchRef(layout(nx).ring + out[k])), srcs);
           release();
           ops.signal(nx, kRingRs);
         }
@@ -355,11 +341,11 @@ void Hier::ringLeader(int rank) {
       if (hostCount_ > 1) srcs.push_back(scratchRef(mine.ring + x));
       const int owner = coll() == Collective::kReduceScatter ? x / cps_ : rank;
       if (owner == rank) {
-        store(ops, outRef(outIndex(rank, x)), srcs);
+        ops.store(outRef(outIndex(rank, x)), srcs);
         release();
         if (coll() == Collective::kAllReduce) down(x);
       } else {
-        send(ops, downRef(owner, x), srcs);
+        ops.send(downRef(owner, x), srcs);
         release();
         ops.signal(owner, kDown);
       }
@@ -500,11 +486,11 @@ void Hier::reduceToRoot(int rank, bool leader) {
       srcs.push_back(scratchRef(mine.ring + c));
     }
     if (pos == 0) {
-      store(ops, outRef(c), srcs);
+      ops.store(outRef(c), srcs);
     } else {
       const int to = prev(rank);
       creditWait(ops, to, kRingCredit, c == 0 ? cps_ : 0);
-      send(ops, onRank(to, scratchRef(layout(to).ring + c)), srcs);
+      ops.send(onRank(to, scratchRef(layout(to).ring + c)), srcs);
       ops.signal(to, kRingRs);
     }
     for (size_t i = 1; i < locals.size(); ++i) ops.signal(locals[i], kUpCredit);

@@ -198,21 +198,6 @@ class Rhd {
   }
   const Layout& layout(int rank) const { return layouts_[static_cast<size_t>(rank)]; }
 
-  // Sends `srcs` (their sum) to `dst`: a put for one source, a reduceSend otherwise.
-  static void send(OpWriter& ops, const ChunkRef& dst, const std::vector<ChunkRef>& srcs) {
-    if (srcs.size() == 1) {
-      ops.put(dst, srcs[0]);
-    } else {
-      ops.reduceSend(dst, srcs);
-    }
-  }
-  static void store(OpWriter& ops, const ChunkRef& dst, const std::vector<ChunkRef>& srcs) {
-    if (srcs.size() == 1) {
-      ops.copy(dst, srcs[0]);
-    } else {
-      ops.reduce(dst, srcs);
-    }
-  }
   // A wait on (peer, channel) whose first use in each slice is free (initial credit 1).
   void creditWait(OpWriter& ops, int peer, int channel) {
     builder_.credit(ops.rank(), peer, channel, 1);
@@ -247,7 +232,7 @@ class Rhd {
         for (int k = 0; k < std::max(s.send.size(), s.recv.size()); ++k) {
           if (k < s.send.size()) {
             const int x = s.send.lo + k;
-            send(ops, onRank(s.partner, scratchRef(theirs + k)), partial[static_cast<size_t>(x)]);
+            ops.send(onRank(s.partner, scratchRef(theirs + k)), partial[static_cast<size_t>(x)]);
             ops.signal(s.partner, kRsData);
           }
           if (k < s.recv.size()) {
@@ -261,10 +246,10 @@ class Rhd {
         const std::vector<ChunkRef>& srcs = partial[static_cast<size_t>(x)];
         const int owner = allreduce_ ? rank : x / cps_;
         if (owner == rank) {
-          store(ops, outRef(allreduce_ ? x : x - rank * cps_), srcs);
+          ops.store(outRef(allreduce_ ? x : x - rank * cps_), srcs);
           continue;
         }
-        send(ops, onRank(owner, scratchRef(layout(owner).unfold + x - owner * cps_)), srcs);
+        ops.send(onRank(owner, scratchRef(layout(owner).unfold + x - owner * cps_)), srcs);
         ops.signal(owner, kUnfoldData);
       }
       if (!allreduce_) {
