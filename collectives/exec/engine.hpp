@@ -72,6 +72,8 @@ class Operation {
 // Progresses every operation round-robin until all are done, backing off (spin, yield, sleep)
 // when none moved; tsrTimeout naming the operations still pending after `timeoutSeconds`.
 Result runOperations(const std::vector<Operation*>& ops, double timeoutSeconds);
+// The same for one operation (a call outside a group: no container to build).
+Result runOperation(Operation* op, double timeoutSeconds);
 
 struct EngineOptions {
   TransportContext* transports = nullptr;  // required; outlives the engine

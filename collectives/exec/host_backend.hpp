@@ -203,7 +203,7 @@ class HostBackend {
   // Small reductions skip hostReduce's checks and SIMD setup: the same element functions
   // (reduce_kernels.hpp) in a plain loop, the call's op and datatype known valid
   // (host_executor.cpp).
-  static constexpr uint64_t kTinyElems = 64;
+  static constexpr uint64_t kTinyElems = 8;
   static constexpr int kTinySrcs = 8;
   void tinyReduce(const void** srcs, int nsrcs, const uint8_t* pre, void* dst, void* dst2,
                   uint64_t n) const;

@@ -9,8 +9,9 @@ constexpr Subsys kLogSubsys = Subsys::kColl;
 constexpr size_t kInline = 16;  // most calls drive one operation: no allocation for those
 }  // namespace
 
-Result runOperations(const std::vector<Operation*>& ops, double timeoutSeconds) {
-  size_t n = ops.size();
+namespace {
+
+Result runAll(Operation* const* ops, size_t n, double timeoutSeconds) {
   bool inlineDone[kInline];
   bool* done = inlineDone;
   std::unique_ptr<bool[]> doneHeap;
@@ -57,5 +58,13 @@ Result runOperations(const std::vector<Operation*>& ops, double timeoutSeconds) 
   }
   return tsrSuccess;
 }
+
+}  // namespace
+
+Result runOperations(const std::vector<Operation*>& ops, double timeoutSeconds) {
+  return runAll(ops.data(), ops.size(), timeoutSeconds);
+}
+
+Result runOperation(Operation* op, double timeoutSeconds) { return runAll(&op, 1, timeoutSeconds); }
 
 }  // namespace tessera

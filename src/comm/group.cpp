@@ -119,6 +119,15 @@ Result submitCall(PendingCall call) {
     tGroup.calls.push_back(std::move(call));
     return tsrSuccess;
   }
+  if (!call.isP2P) {
+    // The common case, one collective outside a group, without the batching containers: it is
+    // most of a small call's host overhead.
+    CollectiveEngine* engine = nullptr;
+    TSR_CHECK(call.comm->collectives(&engine));
+    std::unique_ptr<Operation> op;
+    TSR_CHECK(engine->start(call.coll, &op));
+    return runOperation(op.get(), call.comm->callTimeoutSeconds());
+  }
   std::vector<PendingCall> one;
   one.push_back(std::move(call));
   return runCalls(one);
