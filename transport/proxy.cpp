@@ -137,7 +137,7 @@ void ProxyService::run() {
       idle = 0;
     } else {
       // Idle: spin briefly, then yield, then short sleeps (the cap bounds the added latency).
-      device::backoff(idle < 2048 ? idle++ : 2048);
+      device::backoff(idle < 70000 ? idle++ : 70000);  // ends in 100 us sleeps when idle
     }
   }
 }

@@ -90,6 +90,9 @@ TSR_INLINE uint64_t clockNs() {
 
 // One step of a polling loop that has polled `iter` times: spin first, then give the core away
 // (host: yield, then sleep up to 100 us; device: __nanosleep, so other warps of the SM run).
+// The host yields for a long while (tens of milliseconds) before it sleeps: a sleep costs a
+// timer's wake-up latency (50 us and more), which a rank waiting on its peer's next slice pays
+// on every step, and a yield still hands the core to a rank that shares it.
 TSR_INLINE void backoff(uint32_t iter) {
 #if defined(__CUDA_ARCH__)
   if (iter > 64) __nanosleep(iter > 4096 ? 4096 : iter);
@@ -100,11 +103,11 @@ TSR_INLINE void backoff(uint32_t iter) {
 #endif
     return;
   }
-  if (iter < 1024) {
+  if (iter < 65536) {
     sched_yield();
     return;
   }
-  timespec ts{0, iter < 4096 ? 10000 : 100000};
+  timespec ts{0, iter < 69632 ? 10000 : 100000};
   nanosleep(&ts, nullptr);
 #endif
 }
