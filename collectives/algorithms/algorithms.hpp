@@ -47,9 +47,9 @@ struct GenParams {
 struct AlgorithmInfo {
   const char* name;
   std::vector<Collective> collectives;
-  bool canonicalOrder;   // its reducing plans have Plan::canonicalOrder
+  bool canonicalOrder;  // its reducing plans have Plan::canonicalOrder
   bool supportsZeroCopy;
-  bool needsHosts;       // hier
+  bool needsHosts;  // hier
   const char* summary;
 };
 

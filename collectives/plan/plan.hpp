@@ -63,11 +63,12 @@
 // the raw input until the plan writes it, and reading it through `output` before that is an error
 // the verifier reports.
 //
-// ---- In place ------------------------------------------------------------------------------------
-// Every plan must be correct in and out of place; the verifier checks both. In place, output
-// chunks alias input chunks: allreduce, broadcast, reduce: output[c] is input[c]; allgather:
-// output[r*cps + j] is input[j] on rank r; reducescatter: output[j] is input[r*cps + j] on rank r;
-// alltoall has no in-place form (the API rejects it).
+// ---- In place
+// ------------------------------------------------------------------------------------ Every plan
+// must be correct in and out of place; the verifier checks both. In place, output chunks alias
+// input chunks: allreduce, broadcast, reduce: output[c] is input[c]; allgather: output[r*cps + j]
+// is input[j] on rank r; reducescatter: output[j] is input[r*cps + j] on rank r; alltoall has no
+// in-place form (the API rejects it).
 //
 // A semaphore (peer, channel) is signalled by exactly one worker of the sender and waited on by
 // exactly one worker of the receiver; over one iteration signals and waits balance (the verifier
@@ -106,7 +107,17 @@ enum class BufferKind : uint8_t { kInput, kOutput, kScratch };
 inline constexpr int kBufferKinds = 3;
 const char* bufferName(BufferKind b);  // "input", "output", "scratch"
 
-enum class OpCode : uint8_t { kPut, kGet, kCopy, kReduce, kReduceSend, kSignal, kWait, kFlush, kBarrier };
+enum class OpCode : uint8_t {
+  kPut,
+  kGet,
+  kCopy,
+  kReduce,
+  kReduceSend,
+  kSignal,
+  kWait,
+  kFlush,
+  kBarrier
+};
 inline constexpr int kOpCodes = 9;
 // "put", "get", "copy", "reduce", "reduceSend", "signal", "wait", "flush", "barrier".
 const char* opName(OpCode op);
@@ -123,10 +134,10 @@ struct ChunkRef {
 
 struct Op {
   OpCode code = OpCode::kBarrier;
-  int32_t peer = -1;    // signal / wait / flush: the peer; data ops: -1 (the refs say)
-  int32_t channel = 0;  // signal / wait: the semaphore channel (0 <= channel < kMaxChannels)
-  ChunkRef dst;         // put / get / copy / reduce / reduceSend
-  bool hasDst2 = false; // reduceSend only: also store the result to dst2 (local)
+  int32_t peer = -1;     // signal / wait / flush: the peer; data ops: -1 (the refs say)
+  int32_t channel = 0;   // signal / wait: the semaphore channel (0 <= channel < kMaxChannels)
+  ChunkRef dst;          // put / get / copy / reduce / reduceSend
+  bool hasDst2 = false;  // reduceSend only: also store the result to dst2 (local)
   ChunkRef dst2;
   std::vector<ChunkRef> srcs;  // put/get/copy: exactly one; reduce/reduceSend: two or more
   bool operator==(const Op&) const = default;

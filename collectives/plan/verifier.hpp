@@ -56,9 +56,9 @@ struct VerifyReport {
 };
 
 struct VerifyOptions {
-  int iterations = 2;    // run the plan this many times back to back (>= 1)
+  int iterations = 2;  // run the plan this many times back to back (>= 1)
   bool outOfPlace = true;
-  bool inPlace = true;   // ignored for alltoall
+  bool inPlace = true;  // ignored for alltoall
 };
 
 // Fills `report`. Returns tsrSuccess when the plan is proved correct, tsrInvalidArgument with the

@@ -111,7 +111,8 @@ constexpr EnvVarInfo kRegistry[] = {
      nullptr, 0.001, 1e7, nullptr},
     {"TESSERA_ALGO", EnvType::kString, "",
      "algorithms the tuner may pick, in NCCL's syntax: \"ring,tree\" (only these), \"^tree\" (all "
-     "but), \"allreduce:ring;allgather:^rhd\" (per collective); families: ring, tree, rhd, oneshot, "
+     "but), \"allreduce:ring;allgather:^rhd\" (per collective); families: ring, tree, rhd, "
+     "oneshot, "
      "twoshot, pairwise, hier (checked when a communicator first runs a collective)",
      nullptr, 0, 0, nullptr},
     {"TESSERA_PROTO", EnvType::kString, "",
@@ -119,7 +120,8 @@ constexpr EnvVarInfo kRegistry[] = {
      "only simple, and a value that leaves none is an error",
      nullptr, 0, 0, nullptr},
     {"TESSERA_DETERMINISTIC", EnvType::kBool, "0",
-     "1: reducing collectives use only algorithms that combine ranks in one fixed order (0, 1, ..., "
+     "1: reducing collectives use only algorithms that combine ranks in one fixed order (0, 1, "
+     "..., "
      "n-1), so floating-point results do not depend on the algorithm, message size or rank count "
      "grouping",
      nullptr, 0, 0, nullptr},
