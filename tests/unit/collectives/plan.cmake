@@ -1,16 +1,7 @@
 # Plan IR, JSON and verifier tests (collectives/plan), and the tessera_plan CLI.
 
-# The plan sources alone on top of the core layer, so these tests build and run while the rest of
-# the collective layer is being changed (the library compiles the same files).
-set(TESSERA_COLLECTIVES_SOURCES "")
-include(${PROJECT_SOURCE_DIR}/collectives/plan/sources.cmake)
-list(TRANSFORM TESSERA_COLLECTIVES_SOURCES PREPEND ${PROJECT_SOURCE_DIR}/collectives/)
-add_library(tessera_test_plan_ir OBJECT ${TESSERA_COLLECTIVES_SOURCES})
-target_link_libraries(tessera_test_plan_ir PUBLIC tessera_deps PRIVATE tessera_warnings)
-
 foreach(t test_plan_shape test_plan_json test_verifier)
-  tessera_unit_test(${t} SOURCES ${CMAKE_CURRENT_LIST_DIR}/${t}.cpp
-                    LAYERS tessera_test_plan_ir tessera_core)
+  tessera_unit_test(${t} SOURCES ${CMAKE_CURRENT_LIST_DIR}/${t}.cpp)
 endforeach()
 
 # The verifier on every family's plans at 64 ranks (needs the generators, so the whole library).
