@@ -428,8 +428,6 @@ Result checkReduceArgs(const HostReduceArgs& a) {
 
 HostSimd setHostSimd(HostSimd simd) { return gSimd.exchange(simd); }
 
-const char* hostSimdBestName() { return cpuHasAvx2() ? "avx2+f16c" : "baseline"; }
-
 void hostCopyBytes(void* dst, void* dst2, const void* src, size_t bytes) {
   if (bytes == 0) return;
   if (dst != src) std::memcpy(dst, src, bytes);

@@ -45,7 +45,5 @@ Result hostPostOp(const RedOpDesc& op, tsrDataType_t dtype, void* buf, size_t co
 // setting; thread-safe, takes effect for calls that start after it.
 enum class HostSimd : uint8_t { kBaseline, kBest };
 HostSimd setHostSimd(HostSimd simd);
-// "avx2+f16c" or "baseline": what kBest runs on this CPU.
-const char* hostSimdBestName();
 
 }  // namespace tessera

@@ -91,7 +91,6 @@ class Tuner {
   double predictUs(const TuneInput& in, const std::string& algorithm, int pipeline) const;
 
   const TunerParams& params() const { return params_; }
-  void setParams(const TunerParams& p) { params_ = p; }
   bool deterministicDefault() const { return deterministic_; }
 
  private:
