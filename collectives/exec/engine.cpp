@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/exec/device/device_executor.hpp"
 #include "collectives/exec/engine_impl.hpp"
 #include "collectives/exec/host_ops.hpp"
 #include "collectives/plan/verifier.hpp"

@@ -82,6 +82,14 @@ struct EngineOptions {
   std::vector<int> hostOf;      // host index of each rank (size nranks)
   double timeoutSeconds = 300;  // every wait's deadline
   size_t scratchBytes = 0;      // per plan; 0: TESSERA_SCRATCH_BYTES
+  // The device executor (enqueue): this rank's GPU, or -1. With deviceEmulation it runs on host
+  // threads over host memory instead (tests; the GPU is not touched).
+  int cudaDevice = -1;
+  bool deviceEmulation = false;
+  // Resident CTAs of the device executor: 0 takes TESSERA_MIN_CTAS / TESSERA_MAX_CTAS (the
+  // communicator's config fields minCTAs / maxCTAs when set).
+  int minCtas = 0;
+  int maxCtas = 0;
 };
 
 class CollectiveEngine {
@@ -100,6 +108,19 @@ class CollectiveEngine {
   virtual Result deregisterBuffer(void* handle) = 0;
 
   virtual Tuner& tuner() = 0;
+
+  // ---- the device executor (collectives/exec/device, DESIGN.md "Executors") ----
+  // Enqueues a collective on device buffers (host buffers under deviceEmulation), ordered on
+  // `stream` (a cudaStream_t; ignored by the emulation): it starts when the stream reaches it and
+  // the stream goes on once it is done. Returns once enqueued. Errors of the executing side come
+  // later, from deviceError() (the communicator's async error).
+  virtual Result enqueue(const CollCall& call, void* stream) = 0;
+  // Emulation only: waits until every enqueued call completed.
+  virtual Result deviceSynchronize() = 0;
+  // The device executor's first failure; tsrSuccess while none (or never used).
+  virtual Result deviceError() = 0;
+  // The executing side gives up its waits now (tsrCommAbort).
+  virtual void abortDevice() = 0;
 };
 
 }  // namespace tessera

@@ -22,6 +22,8 @@
 
 namespace tessera {
 
+class DeviceExecutor;
+
 // The transports of the cuda kinds move GPU memory; the host executor reaches the same peers
 // through their host counterparts.
 inline TransportKind hostTransportKind(TransportKind k) {
@@ -166,6 +168,11 @@ class EngineImpl final : public CollectiveEngine {
   Result registerBuffer(void* ptr, size_t bytes, void** handle) override;
   Result deregisterBuffer(void* handle) override;
   Tuner& tuner() override { return tuner_; }
+  // device_engine.cpp
+  Result enqueue(const CollCall& call, void* stream) override;
+  Result deviceSynchronize() override;
+  Result deviceError() override;
+  void abortDevice() override;
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
@@ -301,6 +308,8 @@ class EngineImpl final : public CollectiveEngine {
   uint64_t running_ = 0;
   Result poisoned_ = tsrSuccess;
   std::string poisonWhy_;
+  // The device executor, made by the first enqueue (device_engine.cpp).
+  std::unique_ptr<DeviceExecutor> device_;
 
   friend Result makeCollOperation(EngineImpl*, const CollCall&, uint64_t, BoundPlan*, BoundPlan*,
                                   bool, std::unique_ptr<Operation>*);

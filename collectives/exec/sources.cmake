@@ -8,4 +8,6 @@ list(APPEND TESSERA_COLLECTIVES_SOURCES
   exec/host_executor.cpp
   exec/zero_copy.cpp
   exec/p2p.cpp
-  exec/run.cpp)
+  exec/run.cpp
+  exec/device_engine.cpp)
+include(${CMAKE_CURRENT_LIST_DIR}/device/sources.cmake)

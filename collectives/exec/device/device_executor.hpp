@@ -1,0 +1,122 @@
+// The device executor's host side (DESIGN.md, "Executors"): per communicator, the plans bound to
+// device resources (device scratch, p2p / cuda_ipc memory channels, UCX port channels through the
+// proxy), the work queue and its resident grid (persistent mode) or per-call launches (launch
+// mode), and the completion of calls in stream order.
+//
+// A call on a stream: the engine picks the plan (engine_impl.hpp, EngineImpl::enqueue); the
+// executor binds it on first use (pairwise with the plan's peers, like the host engine's
+// bindPlan), fills a WorkItem and
+//   persistent: launches the trigger kernel on the stream (it posts the item when the stream gets
+//               there) and makes the stream wait for the item's done word (cuStreamWaitValue32);
+//   launch:     launches the item kernel on the stream.
+// Done words: an eager call's is the executor's one eager word, which the resident kernel sets to
+// the call's ticket (calls complete in order; the stream waits for >= ticket, wrap-aware). A call
+// captured in a graph gets a call site of its own (a word never reused while the executor lives):
+// its trigger stores 0 there first, the kernel stores 1, the stream waits for == 1, so every replay
+// waits for its own run (DESIGN.md: "a graph replay repeats the values captured in it").
+//
+// Emulation (cudaDevice < 0): the same executor on host memory and host transports, its resident
+// CTAs host threads running runScheduler<HostGroup>; enqueue posts from the calling thread and
+// synchronize() waits for the done word. The CPU tests run every collective through it.
+//
+// The resident kernel runs on a stream of its own (non-blocking: the legacy default stream does
+// not wait for it). Hazards (README, "Device executor"): with more streams than
+// CUDA_DEVICE_MAX_CONNECTIONS (default 8) a stream may share the resident kernel's hardware queue
+// and stall behind it; cudaDeviceSynchronize() never returns while the kernel runs (synchronize
+// streams instead); kernels of other modules loaded lazily may wait for an idle device
+// (CUDA_MODULE_LOADING=EAGER avoids it). TESSERA_LAUNCH=kernel avoids all three.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectives/exec/device/device_plan.hpp"
+#include "collectives/exec/device/work_queue.hpp"
+#include "collectives/exec/engine.hpp"
+#include "collectives/exec/plan_cache.hpp"
+#include "transport/channel.hpp"
+#include "transport/context.hpp"
+
+namespace tessera {
+
+class EngineImpl;
+
+enum class LaunchMode : uint8_t { kPersistent, kKernel };
+
+struct DeviceExecutorOptions {
+  EngineImpl* engine = nullptr;  // owner: bootstrap tags, connections' selection, poison
+  TransportContext* transports = nullptr;
+  int rank = 0;
+  int nranks = 1;
+  int cudaDevice = -1;  // -1: emulate on host threads
+  double timeoutSeconds = 300;
+  size_t scratchBytes = 0;  // per plan
+  int ctas = 2;             // resident CTAs (TESSERA_MIN_CTAS..TESSERA_MAX_CTAS)
+  int threads = 512;        // per CTA (GPU)
+  LaunchMode mode = LaunchMode::kPersistent;  // TESSERA_LAUNCH
+  uint32_t queueSlots = 256;
+};
+
+// A plan bound for the device executor: the compiled program (compilePlan), its resources and the
+// DevicePlan (plus arrays) copied where the executing side reads it.
+struct DeviceBoundPlan {
+  BoundPlan compiled;  // ops, refs, peers, sems (host copies); its host resources stay unbound
+  std::shared_ptr<Memory> scratch;
+  std::shared_ptr<Memory> staging;
+  std::vector<std::shared_ptr<RemoteMemory>> peerScratch;  // by peer slot
+  std::vector<std::unique_ptr<PortChannel>> ports;          // by peer slot (unmapped peers)
+  std::shared_ptr<Memory> image;                            // DevicePlan + arrays (device side)
+  exec::DevicePlan* devicePlan = nullptr;                   // inside `image`
+};
+
+class DeviceExecutor {
+ public:
+  static Result create(const DeviceExecutorOptions& options, std::unique_ptr<DeviceExecutor>* out);
+  // Stops the resident grid (a stop item after the last call; the stop flag and then the abort
+  // flag when it does not end within the timeout) and frees everything. Never hangs.
+  ~DeviceExecutor();
+
+  // Enqueues `call` (validated; count > 0; nranks > 1) with `plan` chosen by the engine, on
+  // `stream` (ignored by the emulation). `callNo` is the engine's call number.
+  Result enqueue(const CollCall& call, const std::shared_ptr<const Plan>& plan, uint64_t callNo,
+                 void* stream);
+  // The LL protocol's exchange for a small call (ll.hpp); false in *used when LL cannot run it
+  // (a peer not mapped, too large), and nothing is enqueued then.
+  Result enqueueLL(const CollCall& call, uint64_t callNo, void* stream, bool* used);
+  // Emulation: waits until every enqueued call completed (tsrTimeout after the timeout).
+  Result synchronize();
+  // The first failure of the executing side (tsrSuccess while none), with its sentence.
+  Result error();
+  // Raises the abort flag: waits on the executing side give up at once.
+  void abort();
+
+  LaunchMode mode() const { return options_.mode; }
+  int ctas() const { return options_.ctas; }
+
+  // For the LL protocol's setup and enqueue (device_ll.cpp): the connection to `peer` of the
+  // transport the device executor uses (p2p, cuda_ipc, ucx; inproc, shm in the emulation), made on
+  // first use (pairwise); memory the executing side reaches (device memory, or host memory in the
+  // emulation); and posting a filled item on `stream` (the done word and the trigger or launch as
+  // for any call; `item.doneWord`/`doneValue` are set here).
+  Result connection(int peer, std::shared_ptr<Connection>* out);
+  Result allocate(size_t bytes, std::shared_ptr<Memory>* out);
+  // Copies host bytes to memory allocate() gave (cudaMemcpy, or memcpy in the emulation).
+  Result upload(void* dst, const void* src, size_t bytes);
+  Result post(exec::WorkItem item, void* stream);
+  bool emulated() const { return options_.cudaDevice < 0; }
+  EngineImpl* engine() const { return options_.engine; }
+
+ private:
+  explicit DeviceExecutor(const DeviceExecutorOptions& options);
+  DeviceExecutorOptions options_;
+  struct State;
+  std::unique_ptr<State> state_;
+  struct LLState;  // device_ll.cpp
+  std::unique_ptr<LLState> ll_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,50 @@
+// Host-callable entry points of the device executor's CUDA kernels (kernels.cu; kernels_none.cpp in
+// a build without CUDA, where every function fails with a sentence saying so). Streams are
+// cudaStream_t passed as void*, so that host code including this header needs no CUDA header.
+//
+// Kernels:
+//   resident  runScheduler<BlockGroup> over DeviceItemRunner: the persistent grid (one per
+//             communicator, on its own non-blocking stream), until a stop.
+//   trigger   one thread: optionally stores 0 to item.doneWord (graph call sites, see
+//             device_executor.cpp), then postItem(). Launched on the caller's stream, so the
+//             item is posted when the stream reaches the call; capturable, and a replay posts anew.
+//   item      launch mode: a fresh grid runs one item (DeviceItemRunner) and ends; the
+//             queue's error record, flags and grid barrier are used, its ring is not.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "collectives/exec/device/work_queue.hpp"
+#include "core/status.hpp"
+
+namespace tessera::exec {
+
+// Whether this build compiled the kernels (CUDA built in).
+bool deviceKernelsBuilt();
+
+// Loads every kernel of kernels.cu now. With lazy module loading (CUDA 12.2+ default) the first
+// launch of a kernel loads its module, and a load may wait for the device to go idle, which it
+// never does while a resident kernel runs: the executor preloads before it starts one.
+Result preloadDeviceKernels();
+
+// `first`: the sequence number of the first item this grid takes (the host's count of items taken
+// by earlier grids: 0, or one past the stop item that ended the previous grid).
+Result launchResident(const WorkQueueHandle& q, uint64_t first, uint32_t nctas, uint32_t threads,
+                      void* stream);
+Result launchTrigger(const WorkQueueHandle& q, const WorkItem& item, bool resetDone, void* stream);
+Result launchItem(const WorkQueueHandle& q, const WorkItem& item, uint32_t nctas, uint32_t threads,
+                  void* stream);
+
+// Per-kernel resources from cudaFuncGetAttributes (for tessera_info and the no-spill test):
+// registers per thread, local (stack + spill) bytes per thread, max threads per block.
+struct DeviceKernelInfo {
+  std::string name;
+  int registers = 0;
+  size_t localBytes = 0;
+  int maxThreads = 0;
+};
+Result deviceKernelInfo(std::vector<DeviceKernelInfo>* out);
+
+}  // namespace tessera::exec

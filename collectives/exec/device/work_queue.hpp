@@ -1,0 +1,307 @@
+// The work queue of the device executor and the scheduler loop of its persistent kernel (DESIGN.md,
+// "Executors"). All of it is __host__ __device__: the resident CTAs of a GPU run runScheduler(), and
+// the CPU test suite runs the same function on host threads (HostGroup) against host memory, so
+// the queue protocol is tested without a GPU.
+//
+// Posting. A poster (the tiny trigger kernel on the caller's stream, or a host thread in the
+// emulation) claims a sequence number by adding one to `posted`, waits until the ring slot is free
+// (consumed + size > seq), copies the item into the slot and publishes it by storing ready =
+// seq + 1 last, with release. Claims are increments, so a trigger captured in a CUDA graph posts a
+// new item at every replay (DESIGN.md: "triggers must be increments").
+//
+// Running. Every CTA walks the sequence numbers in order: its leader polls the slot's `ready`
+// (acquire), the item is broadcast to the CTA, every CTA runs its share (Runner::runItem: the
+// workers w with w % nctas == cta), the CTAs meet at a grid barrier, and CTA 0's leader completes
+// the item: stores item.doneValue into *item.doneWord (release; the caller's stream waits for it
+// with cuStreamWaitValue32, or a host thread polls it) and advances `consumed`, which frees the
+// slot. Items of one queue therefore complete in order.
+//
+// Failure. The first failure (a wait past its deadline, the abort flag, a failed proxy channel, a
+// refused range) is recorded once in the ErrorRecord, and from then on the queue is dead: every
+// wait and barrier sees the record and gives up, and every later item is completed at once without
+// running (its doneWord is still written, so no stream waits forever). The host reports the record
+// as the communicator's error. Stopping: a kItemStop item (posted in order, after the last call)
+// or the stop flag (abort, destroy) ends the loop.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "collectives/exec/device/device_plan.hpp"
+#include "collectives/exec/device/group.hpp"
+#include "tessera/device/atomics.hpp"
+
+#if defined(__CUDA_ARCH__)
+#include <cuda/atomic>
+#endif
+
+namespace tessera::exec {
+
+// kItemRun: run `plan` (device_backend.hpp); kItemLL: the LL protocol's one-shot exchange through
+// `ll` (ll.hpp); kItemStop: the resident kernel leaves its loop.
+enum : uint8_t { kItemRun = 0, kItemStop = 1, kItemLL = 2 };
+
+// One collective call, as the executing side needs it (sizes in elements of `dtype`).
+struct WorkItem {
+  const DevicePlan* plan;
+  const char* input;
+  char* output;
+  const PeerUserDevice* peerUser;  // zero-copy calls: the peers' buffers (by peer slot); else null
+  const DeviceLL* ll;              // kItemLL: the LL inboxes
+  uint32_t* doneWord;              // completion: doneValue is stored here (nullptr: none)
+  uint64_t count;                  // elements per user segment (CollCall's count)
+  uint64_t slice;                  // elements per scratch segment and iteration
+  uint64_t iters;                  // ceil(count / slice)
+  uint64_t callNo;                 // the engine's call number (error reports)
+  uint64_t scalarBits;             // premulsum: the RedCompute<T> scalar's bytes, little end first
+  uint32_t doneValue;
+  int32_t root;     // rooted collectives (kItemLL)
+  uint8_t kind;     // kItemRun, kItemStop, kItemLL
+  uint8_t collective;  // Collective (kItemLL)
+  uint8_t dtype;    // tsrDataType_t
+  uint8_t redKind;  // RedKind
+  uint8_t preOp;    // input sources take the premulsum pre-op
+  uint8_t postAvg;  // after each iteration, this rank's output of it is divided by nranks
+  uint8_t pad[2];
+  // Written by postItem: the item's sequence number, then ready = seq + 1 (release) last.
+  uint64_t seq;
+  uint64_t ready;
+};
+
+// Why an item failed (ErrorRecord::why).
+enum : int32_t {
+  kWhyNone = 0,
+  kWhyTimeout = 1,      // a wait or barrier passed its deadline
+  kWhyAbort = 2,        // the abort flag was raised (tsrCommAbort, a dead peer seen by the host)
+  kWhyQueueFull = 3,    // a poster found no free slot before its deadline
+  kWhyPort = 4,         // a proxy (port channel) operation failed
+  kWhyBounds = 5,       // a range did not fit its buffer
+  kWhyUnsupported = 6,  // an op the device executor cannot run (e.g. a load from an unmapped peer)
+  kWhyEarlier = 7,      // the queue had failed before this item
+};
+
+// The first failure of a queue. `code` (a tsrResult_t) is claimed with a compare-and-swap, the
+// winner fills the rest and then sets `valid` (release): a reader that acquires valid == 1 sees
+// every field.
+struct ErrorRecord {
+  uint64_t code;
+  uint64_t valid;
+  uint64_t seq;
+  uint64_t callNo;
+  int32_t why;
+  int32_t cta;
+  int32_t worker;
+  int32_t op;    // index of the op in the plan's worker, -1 when none
+  int32_t peer;  // rank, -1 when none
+  int32_t pad;
+};
+
+// The grid barrier of one queue's CTAs (sense reversal: the last arriver resets `count` and bumps
+// `generation`; everyone else waits for the generation to move). Works across kernel launches of
+// one queue, as long as they do not overlap.
+struct GridSync {
+  uint64_t count;
+  uint64_t generation;
+};
+
+// Everything a poster and the executing side share; a POD copied into kernels. Where each word
+// lives (device memory for `posted`, which kernels add to; host-visible memory for `error` and
+// the flags the host writes) is device_executor.cpp's business.
+struct WorkQueueHandle {
+  WorkItem* items;   // `size` slots
+  uint64_t* posted;  // sequence numbers claimed
+  uint64_t* consumed;
+  uint32_t* abortFlag;  // nonzero: fail everything now
+  uint32_t* stopFlag;   // nonzero: leave the loop once no published item is waiting
+  ErrorRecord* error;
+  GridSync* grid;
+  uint32_t size;
+  uint32_t pad;
+  uint64_t timeoutNs;  // every wait's deadline (TESSERA_TRANSPORT_TIMEOUT)
+};
+
+// ---- small atomics not in tessera/device/atomics.hpp ----
+
+TSR_INLINE uint32_t loadAcquire32(const uint32_t* p) {
+#if defined(__CUDA_ARCH__)
+  return cuda::atomic_ref<const uint32_t, cuda::thread_scope_system>(*p).load(
+      cuda::memory_order_acquire);
+#else
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#endif
+}
+
+TSR_INLINE void storeRelease32(uint32_t* p, uint32_t v) {
+#if defined(__CUDA_ARCH__)
+  cuda::atomic_ref<uint32_t, cuda::thread_scope_system>(*p).store(v, cuda::memory_order_release);
+#else
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+#endif
+}
+
+// Sets *p to `desired` if it holds `expected`; returns whether it did.
+TSR_INLINE bool casU64(uint64_t* p, uint64_t expected, uint64_t desired) {
+#if defined(__CUDA_ARCH__)
+  return cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p).compare_exchange_strong(
+      expected, desired, cuda::memory_order_acq_rel);
+#else
+  return __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE);
+#endif
+}
+
+// ---- failure ----
+
+// Whether the queue is dead (a failure recorded) or aborted.
+TSR_INLINE bool queueFailed(const WorkQueueHandle& q) {
+  return device::loadAcquire(&q.error->code) != 0 || loadAcquire32(q.abortFlag) != 0;
+}
+
+// Records the first failure; later ones are dropped (the first explains the rest).
+TSR_INLINE void recordError(const WorkQueueHandle& q, uint64_t code, int32_t why, uint64_t seq,
+                            uint64_t callNo, int32_t cta, int32_t worker, int32_t op,
+                            int32_t peer) {
+  ErrorRecord* e = q.error;
+  if (!casU64(&e->code, 0, code)) return;
+  e->seq = seq;
+  e->callNo = callNo;
+  e->why = why;
+  e->cta = cta;
+  e->worker = worker;
+  e->op = op;
+  e->peer = peer;
+  device::storeRelease(&e->valid, 1);
+}
+
+// The code to record when a wait gives up: abort wins over a deadline.
+TSR_INLINE void recordStop(const WorkQueueHandle& q, uint64_t seq, uint64_t callNo, int32_t cta,
+                           int32_t worker, int32_t op, int32_t peer) {
+  if (loadAcquire32(q.abortFlag) != 0)
+    recordError(q, 6 /* tsrRemoteError */, kWhyAbort, seq, callNo, cta, worker, op, peer);
+  else
+    recordError(q, 8 /* tsrTimeout */, kWhyTimeout, seq, callNo, cta, worker, op, peer);
+}
+
+// ---- posting ----
+
+// Posts `item` (its seq and ready fields are ignored). Single-threaded: one thread of the trigger
+// kernel, or a host thread. Returns the item's sequence number, or UINT64_MAX when no slot freed up
+// before the deadline or the queue is dead: the failure is recorded, and the item's doneWord is
+// written at once so that its caller does not wait forever.
+TSR_INLINE uint64_t postItem(const WorkQueueHandle& q, const WorkItem& item) {
+  uint64_t seq = device::fetchAddRelaxed(q.posted, 1);
+  if (seq >= q.size) {
+    uint64_t need = seq - q.size + 1;
+    uint64_t start = device::clockNs();
+    for (uint32_t iter = 0; device::loadAcquire(q.consumed) < need; ++iter) {
+      if ((iter & 63) == 0 && (queueFailed(q) || device::clockNs() - start > q.timeoutNs)) {
+        if (!queueFailed(q))
+          recordError(q, 8 /* tsrTimeout */, kWhyQueueFull, seq, item.callNo, -1, -1, -1, -1);
+        // The slot is never published: the executing side, seeing the failure, stops waiting for it.
+        if (item.doneWord != nullptr) storeRelease32(item.doneWord, item.doneValue);
+        return UINT64_MAX;
+      }
+      device::backoff(iter);
+    }
+  }
+  WorkItem* slot = &q.items[seq % q.size];
+  const uint64_t* from = reinterpret_cast<const uint64_t*>(&item);
+  uint64_t* to = reinterpret_cast<uint64_t*>(slot);
+  constexpr int kWords = static_cast<int>(offsetof(WorkItem, seq) / sizeof(uint64_t));
+  for (int i = 0; i < kWords; ++i) to[i] = from[i];
+  slot->seq = seq;
+  device::storeRelease(&slot->ready, seq + 1);
+  return seq;
+}
+
+// ---- the grid barrier ----
+
+// Every CTA of `nctas` calls it with every thread. Returns false (in every thread of the CTA) when
+// the queue failed or the deadline passed while waiting; the failure is then recorded, and the
+// barrier's state is abandoned with the queue.
+template <class Group>
+TSR_INLINE bool gridBarrier(const WorkQueueHandle& q, const Group& g, uint32_t nctas, uint64_t seq,
+                            uint64_t callNo, int32_t cta) {
+  g.sync();  // the CTA's writes happen before the leader's release below
+  bool ok = true;
+  if (g.leader() && nctas > 1) {
+    uint64_t gen = device::loadAcquire(&q.grid->generation);
+    if (device::fetchAddRelease(&q.grid->count, 1) == nctas - 1) {
+      device::storeRelaxed(&q.grid->count, 0);
+      device::storeRelease(&q.grid->generation, gen + 1);
+    } else {
+      uint64_t start = device::clockNs();
+      for (uint32_t iter = 0; device::loadAcquire(&q.grid->generation) == gen; ++iter) {
+        if ((iter & 63) == 0) {
+          if (queueFailed(q)) {
+            ok = false;
+            break;
+          }
+          if (device::clockNs() - start > q.timeoutNs) {
+            recordStop(q, seq, callNo, cta, -1, -1, -1);
+            ok = false;
+            break;
+          }
+        }
+        device::backoff(iter);
+      }
+    }
+  }
+  return g.broadcast(ok);
+}
+
+// ---- the scheduler ----
+
+// Runner interface:
+//   bool runItem(const WorkItem& item, const Group& g, uint32_t cta, uint32_t nctas)
+// runs this CTA's share of the item, every thread of the CTA calling it; returns false (in every
+// thread) when the item failed, after recording why (recordError). It may use gridBarrier().
+//
+// Runs items from sequence number `first` until a stop; returns the number of the first item it did
+// not take. CTA `cta` of `nctas`; every thread of the CTA calls it.
+template <class Group, class Runner>
+TSR_INLINE uint64_t runScheduler(const WorkQueueHandle& q, const Group& g, uint32_t cta,
+                                 uint32_t nctas, uint64_t first, Runner& runner) {
+  for (uint64_t seq = first;; ++seq) {
+    WorkItem* slot = &q.items[seq % q.size];
+    // 0: an item is ready; 1: leave (stop flag with nothing waiting, or a dead queue whose next
+    // slot will never be published).
+    int leave = 0;
+    if (g.leader()) {
+      for (uint32_t iter = 0; device::loadAcquire(&slot->ready) != seq + 1; ++iter) {
+        if ((iter & 63) == 0 && loadAcquire32(q.stopFlag) != 0) {
+          leave = device::loadAcquire(&slot->ready) == seq + 1 ? 0 : 1;
+          break;
+        }
+        // Idle: no deadline (a resident kernel waits for work for as long as the communicator
+        // lives); the backoff ends in sleeps, so an idle leader costs its SM (or core) little.
+        device::backoff(iter);
+      }
+    }
+    if (g.broadcast(leave) != 0) return seq;
+    g.sync();
+    const WorkItem item = *slot;  // every thread reads the published slot
+    if (item.kind == kItemStop) {
+      if (cta == 0 && g.leader()) {
+        if (item.doneWord != nullptr) storeRelease32(item.doneWord, item.doneValue);
+        device::storeRelease(q.consumed, seq + 1);
+      }
+      return seq + 1;
+    }
+    bool ok = !g.broadcast(queueFailed(q));
+    if (ok) ok = runner.runItem(item, g, cta, nctas);
+    // A failed item abandons the barrier (other CTAs may be stuck in theirs until they see the
+    // record): only a healthy queue meets there.
+    if (ok) ok = gridBarrier(q, g, nctas, seq, item.callNo, static_cast<int32_t>(cta));
+    if (!ok && g.leader() && device::loadAcquire(&q.error->code) == 0)
+      recordError(q, 6 /* tsrRemoteError */, loadAcquire32(q.abortFlag) ? kWhyAbort : kWhyEarlier,
+                  seq, item.callNo, static_cast<int32_t>(cta), -1, -1, -1);
+    if (cta == 0 && g.leader()) {
+      if (item.doneWord != nullptr) storeRelease32(item.doneWord, item.doneValue);
+      device::storeRelease(q.consumed, seq + 1);
+    }
+    g.sync();
+  }
+}
+
+}  // namespace tessera::exec
