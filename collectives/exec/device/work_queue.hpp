@@ -1,6 +1,6 @@
 // The work queue of the device executor and the scheduler loop of its persistent kernel (DESIGN.md,
-// "Executors"). All of it is __host__ __device__: the resident CTAs of a GPU run runScheduler(), and
-// the CPU test suite runs the same function on host threads (HostGroup) against host memory, so
+// "Executors"). All of it is __host__ __device__: the resident CTAs of a GPU run runScheduler(),
+// and the CPU test suite runs the same function on host threads (HostGroup) against host memory, so
 // the queue protocol is tested without a GPU.
 //
 // Posting. A poster (the tiny trigger kernel on the caller's stream, or a host thread in the
@@ -26,6 +26,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "collectives/exec/device/device_plan.hpp"
 #include "collectives/exec/device/group.hpp"
@@ -55,13 +56,13 @@ struct WorkItem {
   uint64_t callNo;                 // the engine's call number (error reports)
   uint64_t scalarBits;             // premulsum: the RedCompute<T> scalar's bytes, little end first
   uint32_t doneValue;
-  int32_t root;     // rooted collectives (kItemLL)
-  uint8_t kind;     // kItemRun, kItemStop, kItemLL
+  int32_t root;        // rooted collectives (kItemLL)
+  uint8_t kind;        // kItemRun, kItemStop, kItemLL
   uint8_t collective;  // Collective (kItemLL)
-  uint8_t dtype;    // tsrDataType_t
-  uint8_t redKind;  // RedKind
-  uint8_t preOp;    // input sources take the premulsum pre-op
-  uint8_t postAvg;  // after each iteration, this rank's output of it is divided by nranks
+  uint8_t dtype;       // tsrDataType_t
+  uint8_t redKind;     // RedKind
+  uint8_t preOp;       // input sources take the premulsum pre-op
+  uint8_t postAvg;     // after each iteration, this rank's output of it is divided by nranks
   uint8_t pad[2];
   // Written by postItem: the item's sequence number, then ready = seq + 1 (release) last.
   uint64_t seq;
@@ -186,18 +187,29 @@ TSR_INLINE void recordStop(const WorkQueueHandle& q, uint64_t seq, uint64_t call
 
 // Posts `item` (its seq and ready fields are ignored). Single-threaded: one thread of the trigger
 // kernel, or a host thread. Returns the item's sequence number, or UINT64_MAX when no slot freed up
-// before the deadline or the queue is dead: the failure is recorded, and the item's doneWord is
-// written at once so that its caller does not wait forever.
+// before the deadline or the queue is dead and stopped: the failure is recorded, and the item's
+// doneWord is written at once so that its caller does not wait forever.
 TSR_INLINE uint64_t postItem(const WorkQueueHandle& q, const WorkItem& item) {
   uint64_t seq = device::fetchAddRelaxed(q.posted, 1);
+  // Stopped (destroy, abort): the executing side has left or is leaving, and nothing would run the
+  // item; completing it here keeps the poster's stream from waiting forever.
+  if (loadAcquire32(q.stopFlag) != 0) {
+    if (item.doneWord != nullptr) storeRelease32(item.doneWord, item.doneValue);
+    return UINT64_MAX;
+  }
   if (seq >= q.size) {
     uint64_t need = seq - q.size + 1;
     uint64_t start = device::clockNs();
     for (uint32_t iter = 0; device::loadAcquire(q.consumed) < need; ++iter) {
-      if ((iter & 63) == 0 && (queueFailed(q) || device::clockNs() - start > q.timeoutNs)) {
+      // A dead queue is still drained (its items complete at once) until the stop flag ends the
+      // loop: giving up earlier would leave a hole that the in-order scheduler waits at forever,
+      // stranding the items posted behind it.
+      if ((iter & 63) == 0 && ((queueFailed(q) && loadAcquire32(q.stopFlag) != 0) ||
+                               device::clockNs() - start > q.timeoutNs)) {
         if (!queueFailed(q))
           recordError(q, 8 /* tsrTimeout */, kWhyQueueFull, seq, item.callNo, -1, -1, -1, -1);
-        // The slot is never published: the executing side, seeing the failure, stops waiting for it.
+        // The slot is never published: the executing side, seeing the failure, stops waiting for
+        // it.
         if (item.doneWord != nullptr) storeRelease32(item.doneWord, item.doneValue);
         return UINT64_MAX;
       }
@@ -205,10 +217,10 @@ TSR_INLINE uint64_t postItem(const WorkQueueHandle& q, const WorkItem& item) {
     }
   }
   WorkItem* slot = &q.items[seq % q.size];
-  const uint64_t* from = reinterpret_cast<const uint64_t*>(&item);
-  uint64_t* to = reinterpret_cast<uint64_t*>(slot);
-  constexpr int kWords = static_cast<int>(offsetof(WorkItem, seq) / sizeof(uint64_t));
-  for (int i = 0; i < kWords; ++i) to[i] = from[i];
+  // Everything before `seq`; `ready` is polled by the executing side and must not be written
+  // here. memcpy, not uint64_t loads of a WorkItem: those break strict aliasing (the compiler
+  // may order the caller's stores to `item` after them).
+  memcpy(static_cast<void*>(slot), &item, offsetof(WorkItem, seq));
   slot->seq = seq;
   device::storeRelease(&slot->ready, seq + 1);
   return seq;
@@ -227,6 +239,10 @@ TSR_INLINE bool gridBarrier(const WorkQueueHandle& q, const Group& g, uint32_t n
   if (g.leader() && nctas > 1) {
     uint64_t gen = device::loadAcquire(&q.grid->generation);
     if (device::fetchAddRelease(&q.grid->count, 1) == nctas - 1) {
+      // The add is release only; this acquire load of its result (the end of every arriver's
+      // release sequence) makes the other CTAs' writes visible here, and through the release below
+      // (and doneWord's) to the waiters and the completion's readers.
+      (void)device::loadAcquire(&q.grid->count);
       device::storeRelaxed(&q.grid->count, 0);
       device::storeRelease(&q.grid->generation, gen + 1);
     } else {
@@ -237,7 +253,9 @@ TSR_INLINE bool gridBarrier(const WorkQueueHandle& q, const Group& g, uint32_t n
             ok = false;
             break;
           }
-          if (device::clockNs() - start > q.timeoutNs) {
+          // Twice the deadline: a CTA here waits for CTAs whose own waits have the deadline and
+          // record why they failed (naming the peer), which is the sentence worth keeping.
+          if (device::clockNs() - start > 2 * q.timeoutNs) {
             recordStop(q, seq, callNo, cta, -1, -1, -1);
             ok = false;
             break;
@@ -273,6 +291,12 @@ TSR_INLINE uint64_t runScheduler(const WorkQueueHandle& q, const Group& g, uint3
           leave = device::loadAcquire(&slot->ready) == seq + 1 ? 0 : 1;
           break;
         }
+        // CTA 0 completed this item without us, which it does only on a dead queue: the slot may
+        // already hold a later round's item (ready != seq + 1 forever). CTA 0 completes the rest.
+        if ((iter & 63) == 0 && device::loadAcquire(q.consumed) > seq) {
+          leave = 1;
+          break;
+        }
         // Idle: no deadline (a resident kernel waits for work for as long as the communicator
         // lives); the backoff ends in sleeps, so an idle leader costs its SM (or core) little.
         device::backoff(iter);
@@ -282,13 +306,17 @@ TSR_INLINE uint64_t runScheduler(const WorkQueueHandle& q, const Group& g, uint3
     g.sync();
     const WorkItem item = *slot;  // every thread reads the published slot
     if (item.kind == kItemStop) {
+      // Every CTA has read the stop before CTA 0 frees its slot (else a lagging CTA could read the
+      // next round's item there, or wait forever for a ready value that was overwritten).
+      if (!g.broadcast(g.leader() && queueFailed(q)))
+        (void)gridBarrier(q, g, nctas, seq, item.callNo, static_cast<int32_t>(cta));
       if (cta == 0 && g.leader()) {
         if (item.doneWord != nullptr) storeRelease32(item.doneWord, item.doneValue);
         device::storeRelease(q.consumed, seq + 1);
       }
       return seq + 1;
     }
-    bool ok = !g.broadcast(queueFailed(q));
+    bool ok = !g.broadcast(g.leader() && queueFailed(q));
     if (ok) ok = runner.runItem(item, g, cta, nctas);
     // A failed item abandons the barrier (other CTAs may be stuck in theirs until they see the
     // record): only a healthy queue meets there.
