@@ -21,11 +21,14 @@ struct DevicePeer {
   uint64_t scratchBytes;
   int32_t rank;     // the peer's rank, for error reports
   uint8_t mapped;   // loads and stores reach the peer's memory
-  uint8_t hasPort;  // `port` is valid (unmapped peers)
-  uint8_t pad[2];
+  uint8_t hasPort;  // `port` is valid (unmapped peers): flushes go through it
+  uint8_t putPort;  // `port` reaches the peer's scratch: puts go through it too
+  uint8_t pad[1];
   // Unmapped peers (ucx): the proxy's channel whose local memory is this rank's staging area
-  // (DevicePlan::staging) and whose remote memory is the peer's scratch. Signals to such a peer go
-  // through it too; flush waits for the proxy.
+  // (DevicePlan::staging) and whose remote memory is the peer's scratch (putPort), or, for a peer
+  // without scratch, one of its semaphores' ports (flush only). Signals go through their
+  // semaphore's own port (DeviceSem::port), on the same proxy FIFO and connection, so a put
+  // pushed before a signal lands before it. Flush waits for the proxy.
   device::PortChannelDeviceHandle port;
 };
 
@@ -38,8 +41,12 @@ struct DeviceSem {
   int64_t credits;
   int16_t peerSlot;
   int16_t channel;
-  uint8_t mapped;  // signal with handle.signal(); else through peers[peerSlot].port.signal()
-  uint8_t pad[3];
+  uint8_t mapped;   // signal with handle.signal(); else through `port`
+  uint8_t hasPort;  // `port` is valid (unmapped peers)
+  uint8_t pad[2];
+  // Unmapped peers: a port channel made with THIS semaphore (a port channel's signal adds to the
+  // peer's counter of the semaphore it was made with, so each (peer, channel) needs its own).
+  device::PortChannelDeviceHandle port;
 };
 
 // A plan bound for the device executor. Arrays are in memory the executing side reaches.
@@ -84,10 +91,10 @@ struct PeerUserDevice {
 // its slot of each receiver's inbox, and the receiver polls the flags, so data and signal travel
 // together. Only for peers that are mapped.
 struct DeviceLL {
-  char* inbox;              // this rank's: [2 parities][nranks senders][slotBytes]
-  char* const* peerInbox;   // by rank: the peers' inboxes mapped here (this rank's own at `rank`)
-  uint32_t* epoch;          // LL calls this rank has run (this rank's memory; the kernel advances it)
-  uint64_t slotBytes;       // bytes of lines per (parity, sender) slot
+  char* inbox;             // this rank's: [2 parities][nranks senders][slotBytes]
+  char* const* peerInbox;  // by rank: the peers' inboxes mapped here (this rank's own at `rank`)
+  uint32_t* epoch;     // LL calls this rank has run (this rank's memory; the kernel advances it)
+  uint64_t slotBytes;  // bytes of lines per (parity, sender) slot
   int32_t rank;
   int32_t nranks;
 };
