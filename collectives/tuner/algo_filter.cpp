@@ -109,25 +109,37 @@ Result parseAlgoFilter(const std::string& value, AlgoFilter* out) {
   return tsrSuccess;
 }
 
-Result parseProtoFilter(const std::string& value) {
-  static const std::vector<const char*> kProtocols = {"simple", "ll", "ll128"};
+const char* protocolName(Protocol p) { return p == Protocol::kLL ? "LL" : "Simple"; }
+
+Result parseProtoFilter(const std::string& value, ProtoFilter* out) {
+  // NCCL's protocol names; LL128 parses (a NCCL value works here) but tessera has no such protocol.
+  static const std::vector<const char*> kProtocols = {"Simple", "LL", "LL128"};
   Allowed allowed;
   TSR_CHECK(parseRules("TESSERA_PROTO", "protocol", value, kProtocols, &allowed));
+  ProtoFilter f;
+  f.text = value;
   int without = 0, first = -1;
   for (int c = 0; c < kCollectiveCount; ++c) {
-    if (allowed[static_cast<size_t>(c)][0]) continue;
+    const std::vector<bool>& a = allowed[static_cast<size_t>(c)];
+    f.allowed[static_cast<size_t>(c)] = {a[0], a[1]};
+    if (a[0] || a[1]) continue;
     ++without;
     if (first < 0) first = c;
   }
   if (without == kCollectiveCount)
     return TSR_FAIL(tsrInvalidArgument,
-                    "TESSERA_PROTO=%s leaves no protocol the host executor has (simple)",
-                    value.c_str());
+                    "TESSERA_PROTO=%s leaves no protocol tessera has (Simple, LL)", value.c_str());
   if (without > 0)
     return TSR_FAIL(tsrInvalidArgument,
-                    "TESSERA_PROTO=%s leaves no protocol the host executor has (simple) for %s",
+                    "TESSERA_PROTO=%s leaves no protocol tessera has (Simple, LL) for %s",
                     value.c_str(), collectiveName(static_cast<Collective>(first)));
+  *out = std::move(f);
   return tsrSuccess;
+}
+
+Result parseProtoFilter(const std::string& value) {
+  ProtoFilter f;
+  return parseProtoFilter(value, &f);
 }
 
 }  // namespace tessera

@@ -27,6 +27,8 @@
 #include <array>
 #include <bit>
 
+#include "collectives/exec/device/ll.hpp"
+
 namespace tessera {
 namespace {
 
@@ -298,6 +300,40 @@ double Model::hier() const {
 }
 
 }  // namespace
+
+size_t llPayloadBytes(const TuneInput& in) {
+  switch (in.collective) {
+    case Collective::kReduceScatter:
+    case Collective::kAllGather:
+    case Collective::kAllToAll: return in.bytes / static_cast<size_t>(std::max(in.nranks, 1));
+    default: return in.bytes;
+  }
+}
+
+// LL: one direct exchange (oneshot's pattern: allreduce and reduce reduce every rank's payload P
+// in rank order, the others copy) in which data and flag travel in the same 8-byte line. The
+// latency is half a Simple step's alpha (a Simple step is data, then the signal that covers it;
+// an LL line is both), no staging copy (lines are read straight from the inbox), but every byte
+// moved costs two (half of each line is flag):
+//   allreduce, reduce    o + a/2 + fanIn(2 P) + (n-1) P/g      (P = B; the root's fan-in)
+//   reducescatter        o + a/2 + fanIn(2 P) + (n-1) P/g      (P = B/n)
+//   allgather, alltoall  o + a/2 + fanIn(2 P)                  (P = B/n)
+//   broadcast            o + a/2 + fanIn(2 P)                  (P = B; the root serves n-1)
+double llCostUs(const TunerParams& params, const TuneInput& in, const HostLayout& layout) {
+  const TransportKind k = in.intraHost;
+  const bool maps = k == TransportKind::kInproc || k == TransportKind::kShm ||
+                    k == TransportKind::kCudaIpc || k == TransportKind::kP2p;
+  const size_t payload = llPayloadBytes(in);
+  if (!in.deviceExecutor || layout.hosts > 1 || !maps ||
+      !exec::llSupports(static_cast<uint8_t>(in.collective), payload, layout.nranks))
+    return -1;
+  const Link l = linkOf(params, k);
+  const double p = static_cast<double>(payload), n = layout.nranks;
+  const double wire = (n - 1) * 2 * p / l.bytesUs;
+  const bool reduces = collectiveReduces(in.collective);
+  const double reduce = reduces ? (n - 1) * p / (params.gammaGBs * 1e3) : 0;
+  return params.callOverheadUs + l.alpha / 2 + wire + reduce;
+}
 
 constexpr double kHostHalvingPenalty = 1.4;
 

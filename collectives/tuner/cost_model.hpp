@@ -49,4 +49,13 @@ bool hasZeroCopyForm(CostFamily family, Collective c);
 double familyCostUs(const TunerParams& params, const TuneInput& in, const HostLayout& layout,
                     CostFamily family, int pipeline, bool zeroCopy);
 
+// The LL protocol's bytes per (sender, receiver) pair for `in` (exec::llSupports' payload): the
+// whole buffer for allreduce, broadcast and reduce, one block (bytes / n) for the others.
+size_t llPayloadBytes(const TuneInput& in);
+
+// Predicted microseconds of the call with the LL protocol (documented in cost_model.cpp);
+// negative when LL does not apply (not the device executor, llSupports refuses, several hosts,
+// an intra-host transport that does not map).
+double llCostUs(const TunerParams& params, const TuneInput& in, const HostLayout& layout);
+
 }  // namespace tessera

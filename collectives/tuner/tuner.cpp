@@ -90,7 +90,8 @@ Result nothingLeft(const TuneInput& in, const AlgoFilter& filter, bool determini
 }
 
 void logChoice(const TuneInput& in, const HostLayout& hl, const Candidate& chosen,
-               const Candidate* all, size_t count, const char* excluded) {
+               const Candidate* all, size_t count, const char* excluded, Protocol protocol,
+               double llUs, const char* llNote) {
   char line[2048];
   size_t at = 0;
   auto add = [&](const char* fmt, auto... args) {
@@ -102,6 +103,13 @@ void logChoice(const TuneInput& in, const HostLayout& hl, const Candidate& chose
   if (hl.hosts > 1) add(" hosts=%d", hl.hosts);
   add(": %s (pipeline %d%s) %.1f us", chosen.name, chosen.pipeline,
       chosen.zeroCopy ? ", zero-copy" : "", chosen.us);
+  if (protocol == Protocol::kLL)
+    add(", protocol LL %.1f us (the plan is Simple's fallback)", llUs);
+  else if (llUs >= 0)
+    add(", protocol Simple (LL %.1f us)", llUs);
+  else
+    add(", protocol Simple");
+  if (llNote[0] != '\0') add(" (%s)", llNote);
   for (size_t i = 0; i < count; ++i)
     if (all[i].name != chosen.name) add("; %s %.1f us", all[i].name, all[i].us);
   if (excluded[0] != '\0') add("; excluded: %s", excluded);
@@ -138,10 +146,11 @@ Result Tuner::fromEnv(Tuner* out) {
   TSR_CHECK(envString("TESSERA_TUNER_FILE", &file));
   AlgoFilter filter;
   TSR_CHECK(parseAlgoFilter(algo, &filter));
-  TSR_CHECK(parseProtoFilter(proto));
+  ProtoFilter protoFilter;
+  TSR_CHECK(parseProtoFilter(proto, &protoFilter));
   TunerParams params = defaultTunerParams();
   if (!file.empty()) TSR_CHECK(readTunerFile(file, &params));
-  Tuner t(params, std::move(filter));
+  Tuner t(params, std::move(filter), std::move(protoFilter));
   t.deterministic_ = deterministic;
   *out = std::move(t);
   return tsrSuccess;
@@ -191,8 +200,30 @@ Result Tuner::choose(const TuneInput& in, TuneChoice* out) const {
   out->workers = costFamilyOf(best.name) == CostFamily::kTree ? 2 : 1;
   out->zeroCopy = best.zeroCopy;
   out->predictedUs = best.us;
-  if (logging) logChoice(in, hl, best, logged.data(), nLogged, excluded.c_str());
+  out->protocol = Protocol::kSimple;
+  // The protocol: LL where it applies, is allowed and is cheaper or forced (Simple forbidden). The
+  // best Simple plan stays in `out` as the fallback. Where LL does not apply, Simple runs even
+  // when TESSERA_PROTO forbids it ("LL forces it where supported").
+  const double llUs = llCostUs(params_, in, hl);
+  const bool llAllowed = proto_.allows(in.collective, Protocol::kLL);
+  const bool simpleAllowed = proto_.allows(in.collective, Protocol::kSimple);
+  if (llUs >= 0 && llAllowed && (!simpleAllowed || llUs < best.us)) {
+    out->protocol = Protocol::kLL;
+    out->predictedUs = llUs;
+  }
+  if (logging) {
+    const char* note = llUs < 0     ? (in.deviceExecutor ? "LL does not apply" : "host executor")
+                       : !llAllowed ? "LL excluded by TESSERA_PROTO"
+                                    : "";
+    logChoice(in, hl, best, logged.data(), nLogged, excluded.c_str(), out->protocol, llUs, note);
+  }
   return tsrSuccess;
+}
+
+double Tuner::predictLLUs(const TuneInput& in) const {
+  HostLayout hl;
+  if (describeHosts(in, &hl) != tsrSuccess) return -1;
+  return llCostUs(params_, in, hl);
 }
 
 double Tuner::predictUs(const TuneInput& in, const std::string& algorithm, int pipeline) const {

@@ -14,14 +14,18 @@
 //   TESSERA_ALGO   "ring,tree" (only these), "^tree" (all but),
 //   "allreduce:ring,tree;allgather:^rhd"
 //                  (per collective). Names are the families of algorithms.hpp, case-insensitive.
-//   TESSERA_PROTO  "simple" is the only protocol of the host executor; "^ll" and the like parse,
-//                  and a value that leaves no protocol is an error.
+//   TESSERA_PROTO  "Simple", "LL" (NCCL's names, case-insensitive; "LL128" parses but tessera has
+//                  no such protocol). LL runs only on the device executor, for calls that
+//                  exec::llSupports accepts, within one host over mapped transports; "LL" forces
+//                  it wherever it runs (Simple elsewhere), "^LL" forbids it. A value that leaves
+//                  a collective neither Simple nor LL is an error.
 // TESSERA_DETERMINISTIC=1 keeps only canonical-order families for reducing collectives.
 // TESSERA_DEBUG_SUBSYS=TUNING logs each choice with the predicted time of every candidate.
 #pragma once
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -54,7 +58,27 @@ struct AlgoFilter {
   std::string text;  // the value parsed, for error sentences ("" when built by hand)
 };
 Result parseAlgoFilter(const std::string& value, AlgoFilter* out);
-Result parseProtoFilter(const std::string& value);  // tsrInvalidArgument when nothing is left
+
+// The protocols: Simple (bulk chunks + semaphores, every executor) and LL (8-byte lines of data +
+// flag, device executor only, small calls; collectives/exec/device/ll.hpp).
+enum class Protocol : uint8_t { kSimple = 0, kLL = 1 };
+inline constexpr int kProtocolCount = 2;
+const char* protocolName(Protocol p);  // "Simple", "LL"
+
+// A parsed TESSERA_PROTO value: allowed[c][p] per collective and protocol (all true when unset).
+struct ProtoFilter {
+  std::array<std::array<bool, kProtocolCount>, kCollectiveCount> allowed;
+  std::string text;
+  ProtoFilter() {
+    for (auto& a : allowed) a.fill(true);
+  }
+  bool allows(Collective c, Protocol p) const {
+    return allowed[static_cast<size_t>(c)][static_cast<size_t>(p)];
+  }
+};
+// tsrInvalidArgument when a collective is left neither Simple nor LL.
+Result parseProtoFilter(const std::string& value, ProtoFilter* out);
+Result parseProtoFilter(const std::string& value);  // validation only
 
 struct TuneInput {
   Collective collective = Collective::kAllReduce;
@@ -66,6 +90,9 @@ struct TuneInput {
   TransportKind interHost = TransportKind::kUcx;
   bool zeroCopyPossible = false;  // every rank's buffers are registered and mapped
   bool deterministic = false;
+  // The call runs on the device executor (the only one with the LL protocol). Host calls leave it
+  // false and always get Simple.
+  bool deviceExecutor = false;
 };
 
 struct TuneChoice {
@@ -74,6 +101,9 @@ struct TuneChoice {
   int workers = 1;
   bool zeroCopy = false;
   double predictedUs = 0;
+  // kLL: the device executor runs the call with LL (DeviceExecutor::enqueueLL); `algorithm` and
+  // the rest still name the best Simple plan, the fallback where LL turns out not to run.
+  Protocol protocol = Protocol::kSimple;
 };
 
 class Tuner {
@@ -81,7 +111,8 @@ class Tuner {
   // Reads TESSERA_ALGO, TESSERA_PROTO, TESSERA_DETERMINISTIC and TESSERA_TUNER_FILE.
   static Result fromEnv(Tuner* out);
   Tuner() : params_(defaultTunerParams()) {}
-  Tuner(TunerParams params, AlgoFilter filter) : params_(params), filter_(std::move(filter)) {}
+  Tuner(TunerParams params, AlgoFilter filter, ProtoFilter proto = {})
+      : params_(params), filter_(std::move(filter)), proto_(std::move(proto)) {}
 
   // The cheapest allowed family for the input (a family that does not apply, e.g. hier on one
   // host, or oneshot for a collective it does not generate, is skipped). tsrInvalidUsage naming
@@ -89,6 +120,9 @@ class Tuner {
   Result choose(const TuneInput& in, TuneChoice* out) const;
   // Predicted time of one family, for logs and tests; a negative value when it does not apply.
   double predictUs(const TuneInput& in, const std::string& algorithm, int pipeline) const;
+  // Predicted time of the call with LL; negative when LL does not apply (host executor, a size or
+  // collective llSupports refuses, several hosts, an unmapped intra-host transport).
+  double predictLLUs(const TuneInput& in) const;
 
   const TunerParams& params() const { return params_; }
   bool deterministicDefault() const { return deterministic_; }
@@ -96,6 +130,7 @@ class Tuner {
  private:
   TunerParams params_;
   AlgoFilter filter_;
+  ProtoFilter proto_;
   bool deterministic_ = false;
 };
 

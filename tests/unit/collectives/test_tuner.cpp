@@ -139,18 +139,38 @@ TEST(TunerProtoFilter, AnythingThatKeepsSimpleIsAccepted) {
     EXPECT_EQ(parseProtoFilter(v), tsrSuccess) << v << ": " << lastErrorMessage();
 }
 
-TEST(TunerProtoFilter, LeavingNoSimpleIsAnError) {
-  ASSERT_EQ(parseProtoFilter("ll"), tsrInvalidArgument);
+TEST(TunerProtoFilter, LeavingNeitherSimpleNorLLIsAnError) {
+  ASSERT_EQ(parseProtoFilter("ll128"), tsrInvalidArgument);
   EXPECT_EQ(std::string(lastErrorMessage())
-                .rfind("TESSERA_PROTO=ll leaves no protocol the host executor has (simple)", 0),
+                .rfind("TESSERA_PROTO=ll128 leaves no protocol tessera has (Simple, LL)", 0),
             0u)
       << lastErrorMessage();
-  for (const char* v : {"^simple", "ll,ll128", "allgather:ll128", "Simple;^SIMPLE"})
+  for (const char* v : {"^simple,ll", "allgather:ll128", "Simple;^SIMPLE,LL", "^LL,simple,ll128"})
     EXPECT_EQ(parseProtoFilter(v), tsrInvalidArgument) << v;
   ASSERT_EQ(parseProtoFilter("fast"), tsrInvalidArgument);
   std::string msg = lastErrorMessage();
   EXPECT_NE(msg.find("'fast'"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("simple, ll, ll128"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Simple, LL, LL128"), std::string::npos) << msg;
+}
+
+TEST(TunerProtoFilter, LLAndSimpleParseInNcclSyntax) {
+  ProtoFilter f;
+  ASSERT_EQ(parseProtoFilter("LL", &f), tsrSuccess) << lastErrorMessage();
+  EXPECT_TRUE(f.allows(Collective::kAllReduce, Protocol::kLL));
+  EXPECT_FALSE(f.allows(Collective::kAllReduce, Protocol::kSimple));
+  ASSERT_EQ(parseProtoFilter("^ll", &f), tsrSuccess);
+  EXPECT_FALSE(f.allows(Collective::kAllGather, Protocol::kLL));
+  EXPECT_TRUE(f.allows(Collective::kAllGather, Protocol::kSimple));
+  ASSERT_EQ(parseProtoFilter("allreduce:ll;broadcast:^LL", &f), tsrSuccess);
+  EXPECT_FALSE(f.allows(Collective::kAllReduce, Protocol::kSimple));
+  EXPECT_FALSE(f.allows(Collective::kBroadcast, Protocol::kLL));
+  EXPECT_TRUE(f.allows(Collective::kReduce, Protocol::kLL));
+  EXPECT_TRUE(f.allows(Collective::kReduce, Protocol::kSimple));
+  ASSERT_EQ(parseProtoFilter("", &f), tsrSuccess);
+  for (int c = 0; c < kCollectiveCount; ++c)
+    EXPECT_TRUE(f.allows(static_cast<Collective>(c), Protocol::kLL));
+  EXPECT_STREQ(protocolName(Protocol::kLL), "LL");
+  EXPECT_STREQ(protocolName(Protocol::kSimple), "Simple");
 }
 
 // ---- choose() ----------------------------------------------------------------------------------
@@ -333,6 +353,92 @@ TEST(TunerChoose, BadInputsAreErrors) {
   TuneInput bcast = input(Collective::kBroadcast, 8, 4);
   bcast.root = 4;
   EXPECT_EQ(tuner.choose(bcast, &out), tsrInvalidArgument);
+}
+
+// ---- protocol choice ---------------------------------------------------------------------------
+
+TuneInput deviceInput(Collective c, size_t bytes, int n) {
+  TuneInput in = input(c, bytes, n);
+  in.deviceExecutor = true;
+  in.intraHost = TransportKind::kP2p;
+  return in;
+}
+
+Tuner protoTuner(const std::string& proto) {
+  ProtoFilter f;
+  EXPECT_EQ(parseProtoFilter(proto, &f), tsrSuccess) << proto << ": " << lastErrorMessage();
+  return Tuner(defaultTunerParams(), AlgoFilter{}, f);
+}
+
+TEST(TunerProtocol, SmallDeviceCallsPickLLLargeOnesSimple) {
+  Tuner tuner;
+  for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
+                       Collective::kAllToAll, Collective::kBroadcast, Collective::kReduce}) {
+    TuneChoice out;
+    ASSERT_EQ(tuner.choose(deviceInput(c, 256, 4), &out), tsrSuccess) << lastErrorMessage();
+    EXPECT_EQ(out.protocol, Protocol::kLL) << collectiveName(c);
+    EXPECT_FALSE(out.algorithm.empty());  // the Simple fallback is named
+    EXPECT_DOUBLE_EQ(out.predictedUs, tuner.predictLLUs(deviceInput(c, 256, 4)));
+    // Past what LL carries: Simple, and LL does not apply at all.
+    TuneInput big = deviceInput(c, 64 * kMiB, 4);
+    ASSERT_EQ(tuner.choose(big, &out), tsrSuccess);
+    EXPECT_EQ(out.protocol, Protocol::kSimple) << collectiveName(c);
+    EXPECT_LT(tuner.predictLLUs(big), 0);
+  }
+}
+
+TEST(TunerProtocol, LLCostHasHalfTheBandwidth) {
+  Tuner tuner;
+  // Within LL's range the predicted time grows with the size, at twice the bytes of Simple's
+  // wire time (half of every line is flag).
+  double t1 = tuner.predictLLUs(deviceInput(Collective::kAllGather, 4 * 1024, 4));
+  double t2 = tuner.predictLLUs(deviceInput(Collective::kAllGather, 4 * 4096, 4));
+  ASSERT_GT(t1, 0);
+  const LinkModel p2p = defaultTunerParams().links[static_cast<size_t>(TransportKind::kP2p)];
+  EXPECT_NEAR(t2 - t1, 3.0 * 2 * 3 * 1024 / (p2p.betaGBs * 1e3), 1e-9);
+}
+
+TEST(TunerProtocol, LLOnlyOnTheDeviceExecutorWithinAMappedHost) {
+  Tuner forced = protoTuner("LL");
+  TuneChoice out;
+  TuneInput host = input(Collective::kAllReduce, 256, 4);  // host executor: never LL
+  host.intraHost = TransportKind::kShm;
+  ASSERT_EQ(forced.choose(host, &out), tsrSuccess);
+  EXPECT_EQ(out.protocol, Protocol::kSimple);
+  TuneInput ucx = deviceInput(Collective::kAllReduce, 256, 4);
+  ucx.intraHost = TransportKind::kUcx;  // peers reached through the proxy: no mapped inbox
+  ASSERT_EQ(forced.choose(ucx, &out), tsrSuccess);
+  EXPECT_EQ(out.protocol, Protocol::kSimple);
+  TuneInput twoHosts = deviceInput(Collective::kAllReduce, 256, 4);
+  twoHosts.hostOf = {0, 0, 1, 1};
+  ASSERT_EQ(forced.choose(twoHosts, &out), tsrSuccess);
+  EXPECT_EQ(out.protocol, Protocol::kSimple);
+  EXPECT_LT(forced.predictLLUs(twoHosts), 0);
+  TuneInput tooMany = deviceInput(Collective::kAllReduce, 256, 33);
+  EXPECT_LT(forced.predictLLUs(tooMany), 0);
+}
+
+TEST(TunerProtocol, ProtoOverridesForceAndForbidLL) {
+  // At LL's largest allreduce Simple is predicted cheaper (8 ranks, 64 KiB): "LL" forces LL.
+  TuneInput in = deviceInput(Collective::kAllReduce, 64 * 1024, 8);
+  TuneChoice out;
+  Tuner tuner;
+  ASSERT_EQ(tuner.choose(in, &out), tsrSuccess);
+  const double simpleUs = tuner.predictUs(in, out.algorithm, out.pipeline);
+  ASSERT_GT(tuner.predictLLUs(in), simpleUs) << "the model no longer prefers Simple here";
+  EXPECT_EQ(out.protocol, Protocol::kSimple);
+  ASSERT_EQ(protoTuner("LL").choose(in, &out), tsrSuccess);
+  EXPECT_EQ(out.protocol, Protocol::kLL);
+  ASSERT_EQ(protoTuner("allgather:LL").choose(in, &out), tsrSuccess);
+  EXPECT_EQ(out.protocol, Protocol::kSimple);  // the rule names another collective
+  // A tiny call would pick LL; "^LL" forbids it.
+  TuneInput tiny = deviceInput(Collective::kAllReduce, 8, 8);
+  ASSERT_EQ(protoTuner("^LL").choose(tiny, &out), tsrSuccess);
+  EXPECT_EQ(out.protocol, Protocol::kSimple);
+  ASSERT_EQ(protoTuner("Simple").choose(tiny, &out), tsrSuccess);
+  EXPECT_EQ(out.protocol, Protocol::kSimple);
+  ASSERT_EQ(protoTuner("simple,ll").choose(tiny, &out), tsrSuccess);
+  EXPECT_EQ(out.protocol, Protocol::kLL);
 }
 
 }  // namespace

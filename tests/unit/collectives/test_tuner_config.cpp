@@ -206,10 +206,10 @@ TEST(TunerFromEnv, InvalidValuesAreErrors) {
     EXPECT_EQ(Tuner::fromEnv(&t), tsrInvalidArgument);
   }
   {
-    ScopedEnv proto("TESSERA_PROTO", "LL");
+    ScopedEnv proto("TESSERA_PROTO", "LL128");
     EXPECT_EQ(Tuner::fromEnv(&t), tsrInvalidArgument);
     EXPECT_STREQ(lastErrorMessage(),
-                 "TESSERA_PROTO=LL leaves no protocol the host executor has (simple)");
+                 "TESSERA_PROTO=LL128 leaves no protocol tessera has (Simple, LL)");
   }
   {
     ScopedEnv det("TESSERA_DETERMINISTIC", "maybe");
@@ -268,6 +268,7 @@ TEST(TunerLog, EachChoiceLogsOneLineWithEveryCandidate) {
         << name << " missing from: " << text;
   }
   EXPECT_NE(text.find("excluded: tree (TESSERA_ALGO)"), std::string::npos) << text;
+  EXPECT_NE(text.find(", protocol Simple (host executor)"), std::string::npos) << text;
 }
 
 }  // namespace
