@@ -1,0 +1,69 @@
+# The device executor's kernels must not spill (issue 5, "Build": no spills reported by
+# -Xptxas -v in the hot kernels). The build compiles collectives/exec/device/kernels.cu once more,
+# device code only (-fatbin: no host compile, no link), for every architecture the library is
+# built for, with ptxas's resource report saved to device_kernels_ptxas.txt in this build folder;
+# the test device_kernels.no_spill reads that report and fails on any spill. Without CUDA there is
+# nothing to check and that test is not registered. Next to it: the launchers' and stream
+# operations' host-side answers (unit), and the same on a GPU (gpu: resources, wait/write, capture).
+tessera_unit_test(test_device_kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/device_spill_kernels_test.cpp)
+if(NOT TESSERA_HAVE_CUDA)
+  message(STATUS "device_kernels.no_spill: not registered (this build has no CUDA)")
+  return()
+endif()
+tessera_gpu_test(test_device_kernels_gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/device_spill_gpu_test.cpp)
+
+set(_spill_source ${PROJECT_SOURCE_DIR}/collectives/exec/device/kernels.cu)
+set(_spill_report ${CMAKE_CURRENT_BINARY_DIR}/device_kernels_ptxas.txt)
+
+# Real architectures only ("90", "80", "90a", "90-real"); virtual-only entries have no ptxas step.
+set(_spill_archs "")
+foreach(a IN LISTS CMAKE_CUDA_ARCHITECTURES)
+  if(a MATCHES "^([0-9]+[af]?)(-real)?$")
+    list(APPEND _spill_archs ${CMAKE_MATCH_1})
+  elseif(NOT a MATCHES "-virtual$")
+    message(WARNING "device_kernels.no_spill: architecture '${a}' is not checked for spills")
+  endif()
+endforeach()
+
+# The headers kernels.cu reaches (the custom command has no compiler depfile): a new header makes
+# CMake re-run anyway, since these globs are re-checked at configure time.
+file(GLOB _spill_headers CONFIGURE_DEPENDS
+  ${PROJECT_SOURCE_DIR}/collectives/exec/*.hpp
+  ${PROJECT_SOURCE_DIR}/collectives/exec/device/*.hpp
+  ${PROJECT_SOURCE_DIR}/include/tessera/device/*.hpp
+  ${PROJECT_SOURCE_DIR}/transport/cuda_ipc/*.hpp
+  ${PROJECT_SOURCE_DIR}/src/core/*.hpp)
+
+# Same include directories and definitions as the library's compile (transitively, from
+# tessera_deps), same user CUDA flags; ptxas optimizes device code the same whatever the host -O.
+set(_spill_incs "$<TARGET_PROPERTY:tessera_collectives,INCLUDE_DIRECTORIES>")
+set(_spill_defs "$<TARGET_PROPERTY:tessera_collectives,COMPILE_DEFINITIONS>")
+string(REPLACE ";" "|" _spill_arch_arg "${_spill_archs}")
+string(REPLACE ";" "|" _spill_flags "${CMAKE_CUDA_FLAGS}")
+# Directories the compilers search anyway (/usr/include among them) are left out, as CMake does
+# for the real compile: an explicit -I/usr/include breaks libstdc++'s #include_next.
+set(_spill_implicit ${CMAKE_CUDA_IMPLICIT_INCLUDE_DIRECTORIES} ${CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES})
+string(REPLACE ";" "|" _spill_implicit "${_spill_implicit}")
+add_custom_command(
+  OUTPUT ${_spill_report}
+  COMMAND ${CMAKE_COMMAND}
+    -DNVCC=${CMAKE_CUDA_COMPILER}
+    -DSOURCE=${_spill_source}
+    -DREPORT=${_spill_report}
+    -DFATBIN=${CMAKE_CURRENT_BINARY_DIR}/device_kernels_ptxas.fatbin
+    -DARCHS=${_spill_arch_arg}
+    "-DINCLUDES=$<JOIN:${_spill_incs},|>"
+    "-DDEFINES=$<JOIN:${_spill_defs},|>"
+    "-DIMPLICIT=${_spill_implicit}"
+    "-DFLAGS=${_spill_flags}"
+    -DSTD=${CMAKE_CUDA_STANDARD}
+    -P ${CMAKE_CURRENT_LIST_DIR}/device_spill_ptxas.cmake
+  DEPENDS ${_spill_source} ${_spill_headers} ${CMAKE_CURRENT_LIST_DIR}/device_spill_ptxas.cmake
+  COMMENT "ptxas -v report of the device executor's kernels (sm ${_spill_archs})"
+  VERBATIM)
+add_custom_target(device_kernels_ptxas ALL DEPENDS ${_spill_report})
+
+add_test(NAME device_kernels.no_spill
+  COMMAND ${CMAKE_COMMAND} -DREPORT=${_spill_report} -DARCHS=${_spill_arch_arg}
+    -P ${CMAKE_CURRENT_LIST_DIR}/device_spill_check.cmake)
+set_tests_properties(device_kernels.no_spill PROPERTIES LABELS unit TIMEOUT 60)
