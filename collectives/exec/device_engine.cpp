@@ -1,17 +1,291 @@
-// PLACEHOLDER (being written): EngineImpl's device-executor entry points.
+// EngineImpl's device-executor entry points (engine.hpp, "the device executor"): the same checks
+// and call numbering as EngineImpl::start, the plan chosen by the tuner over the device
+// executor's transports (never zero-copy), and the executor made on the first call.
+#include <cstring>
+
+#include "collectives/algorithms/algorithms.hpp"
 #include "collectives/exec/device/device_executor.hpp"
+#include "collectives/exec/device/stream_ops.hpp"
 #include "collectives/exec/engine_impl.hpp"
+#include "collectives/exec/host_ops.hpp"
+#include "collectives/plan/verifier.hpp"
+#include "core/build_config.hpp"
+#include "core/datatype.hpp"
+#include "core/env.hpp"
+
+#if TESSERA_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 namespace tessera {
 namespace {
 constexpr Subsys kLogSubsys = Subsys::kColl;
+
+bool inPlaceCall(const CollCall& c, int rank) {
+  const char* s = static_cast<const char*>(c.sendbuf);
+  const char* r = static_cast<const char*>(c.recvbuf);
+  size_t off = c.count * dtypeSize(c.dtype) * static_cast<size_t>(rank);
+  switch (c.collective) {
+    case Collective::kAllGather: return s == r + off;
+    case Collective::kReduceScatter: return r == s + off;
+    default: return s == r;
+  }
+}
+
+// An env value when the registry declares the name, else `fallback`.
+Result envIntOr(const char* name, int64_t fallback, int64_t* out) {
+  *out = fallback;
+  if (envFind(name) == nullptr) return tsrSuccess;
+  return envInt(name, out);
+}
+
 }  // namespace
 
-Result EngineImpl::enqueue(const CollCall&, void*) {
-  return TSR_FAIL(tsrInvalidUsage, "rank %d: the device executor is not built yet", rank_);
+// The same selection as agreeTransportClasses (bind.cpp), over the kinds the device executor
+// connects with (no host mapping on a GPU), agreed by one allGather at the first device call.
+Result EngineImpl::deviceTransportClasses() {
+  if (options_.deviceEmulation) {
+    if (!classesAgreed_) {
+      Result r = agreeTransportClasses();
+      if (r != tsrSuccess) return poison(r);
+    }
+    deviceIntra_ = intraHost_;
+    deviceInter_ = interHost_;
+    deviceClassesAgreed_ = true;
+    return tsrSuccess;
+  }
+  constexpr uint8_t kNone = 0xff;
+  const TransportKind bySlowness[] = {TransportKind::kInproc, TransportKind::kP2p,
+                                      TransportKind::kCudaIpc, TransportKind::kShm,
+                                      TransportKind::kUcx};
+  auto slowness = [&](TransportKind k) -> uint8_t {
+    for (uint8_t i = 0; i < 5; ++i)
+      if (bySlowness[i] == k) return i;
+    return 4;
+  };
+  std::vector<uint8_t> slowest(2 * static_cast<size_t>(nranks_), kNone);
+  uint8_t* mine = &slowest[2 * static_cast<size_t>(rank_)];
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    TransportKind k;
+    std::string why;
+    if (ctx_->selectTransport(p, &k, &why) != tsrSuccess) continue;
+    bool same = options_.hostOf.empty() || options_.hostOf[static_cast<size_t>(p)] ==
+                                               options_.hostOf[static_cast<size_t>(rank_)];
+    uint8_t& slot = mine[same ? 0 : 1];
+    if (slot == kNone || slowness(k) > slot) slot = slowness(k);
+  }
+  clearLastError();
+  Result r = ctx_->bootstrap().allGather(slowest.data(), 2);
+  if (r != tsrSuccess) return poison(r);
+  uint8_t agreed[2] = {kNone, kNone};
+  for (size_t i = 0; i < slowest.size(); ++i) {
+    uint8_t s = slowest[i];
+    if (s != kNone && s >= 5)
+      return poison(
+          TSR_FAIL(tsrInternalError, "rank %d: rank %zu sent transport class %u", rank_, i / 2, s));
+    if (s != kNone && (agreed[i % 2] == kNone || s > agreed[i % 2])) agreed[i % 2] = s;
+  }
+  if (agreed[0] != kNone) deviceIntra_ = bySlowness[agreed[0]];
+  if (agreed[1] != kNone) deviceInter_ = bySlowness[agreed[1]];
+  deviceClassesAgreed_ = true;
+  return tsrSuccess;
 }
-Result EngineImpl::deviceSynchronize() { return tsrSuccess; }
-Result EngineImpl::deviceError() { return tsrSuccess; }
-void EngineImpl::abortDevice() {}
+
+Result EngineImpl::deviceGenerate(const PlanKey& key, std::shared_ptr<const Plan>* out) {
+  auto it = devicePlans_.find(key);
+  if (it != devicePlans_.end()) {
+    *out = it->second;
+    return tsrSuccess;
+  }
+  GenParams g;
+  g.collective = key.collective;
+  g.algorithm = key.algorithm;
+  g.nranks = nranks_;
+  g.root = key.root;
+  g.pipeline = key.pipeline;
+  g.workers = key.workers < 1 ? 1 : key.workers;
+  g.zeroCopy = false;
+  g.hostOf = options_.hostOf;
+  auto plan = std::make_shared<Plan>();
+  TSR_CHECK(generatePlan(g, plan.get()));
+  VerifyReport report;
+  if (verifyPlan(*plan, &report) != tsrSuccess)
+    return addContext(tsrInvalidUsage, "rank %d refuses plan %s", rank_, plan->name.c_str());
+  devicePlans_.emplace(key, plan);
+  *out = std::move(plan);
+  return tsrSuccess;
+}
+
+Result EngineImpl::devicePlan(const CollCall& call, int workers, std::shared_ptr<const Plan>* out,
+                              bool* useLL) {
+  if (useLL != nullptr) *useLL = false;
+  int root = collectiveHasRoot(call.collective) ? call.root : 0;
+  if (call.plan) {
+    const Plan& p = *call.plan;
+    if (p.collective != call.collective || p.nranks != nranks_ ||
+        (collectiveHasRoot(call.collective) && p.root != root))
+      return TSR_FAIL(tsrInvalidArgument,
+                      "rank %d: plan %s is a %s plan for %d ranks (root %d), but the call is %s "
+                      "on %d ranks (root %d)",
+                      rank_, p.name.c_str(), collectiveName(p.collective), p.nranks, p.root,
+                      collectiveName(call.collective), nranks_, root);
+    VerifyReport report;
+    if (verifyPlan(p, &report) != tsrSuccess)
+      return addContext(tsrInvalidUsage, "rank %d refuses plan %s", rank_, p.name.c_str());
+    *out = call.plan;
+    return tsrSuccess;
+  }
+  if (!call.algorithm.empty()) {
+    const AlgorithmInfo* info = findAlgorithm(call.algorithm);
+    if (info == nullptr)
+      return TSR_FAIL(tsrInvalidArgument, "rank %d: unknown algorithm \"%s\"", rank_,
+                      call.algorithm.c_str());
+    return deviceGenerate(PlanKey{call.collective, info->name, root, 0, 1, false}, out);
+  }
+  if (!deviceClassesAgreed_) TSR_CHECK(deviceTransportClasses());
+  if (std::memcmp(&tuner_.params(), &deviceTunerSnapshot_, sizeof deviceTunerSnapshot_) != 0) {
+    deviceChoices_.clear();  // retuned: earlier choices may no longer be the cheapest
+    deviceTunerSnapshot_ = tuner_.params();
+  }
+  size_t bytes = callBytes(call, nranks_);
+  ChoiceKey key{static_cast<uint8_t>(call.collective), false, root, bytes};
+  auto it = deviceChoices_.find(key);
+  if (it != deviceChoices_.end()) {
+    *out = it->second.plan;
+    if (useLL != nullptr) *useLL = it->second.ll;
+    return tsrSuccess;
+  }
+  TuneInput in;
+  in.collective = call.collective;
+  in.bytes = bytes;
+  in.nranks = nranks_;
+  in.root = root;
+  in.hostOf = options_.hostOf;
+  if (in.hostOf.empty()) in.hostOf.assign(static_cast<size_t>(nranks_), 0);
+  in.intraHost = deviceIntra_;
+  in.interHost = deviceInter_;
+  in.zeroCopyPossible = false;  // zero-copy on the device executor: not yet
+  in.deterministic = tuner_.deterministicDefault();
+  in.deviceExecutor = true;
+  TuneChoice choice;
+  TSR_CHECK(tuner_.choose(in, &choice));
+  // One CTA runs one worker at a time: a plan with fewer workers than CTAs leaves CTAs idle, so
+  // families with independent streams of work (ring's two directions, the two trees) get as many
+  // workers as there are CTAs, up to two.
+  int w = std::max(choice.workers, std::min(2, workers));
+  TSR_CHECK(deviceGenerate(
+      PlanKey{call.collective, choice.algorithm, root, choice.pipeline, w, false}, out));
+  bool ll = choice.protocol == Protocol::kLL;
+  deviceChoices_.emplace(key, DeviceChoice{*out, ll});
+  if (useLL != nullptr) *useLL = ll;
+  return tsrSuccess;
+}
+
+Result EngineImpl::enqueue(const CollCall& call, void* stream) {
+  if (poisoned_ != tsrSuccess)
+    return TSR_FAIL(tsrInvalidUsage,
+                    "rank %d: the collective engine failed earlier and runs no more calls (%s)",
+                    rank_, poisonWhy_.c_str());
+  uint64_t callNo = calls_ + 1;
+  if (call.collective == Collective::kAllToAll && call.count > 0 && inPlaceCall(call, rank_))
+    return TSR_FAIL(tsrInvalidArgument, "rank %d: alltoall cannot run in place (call %llu)", rank_,
+                    static_cast<unsigned long long>(callNo));
+  if (call.count == 0) {
+    calls_ = callNo;
+    return tsrSuccess;
+  }
+  if (!options_.deviceEmulation && options_.cudaDevice < 0)
+    return TSR_FAIL(tsrInvalidUsage,
+                    "rank %d: a collective on device buffers needs this rank's GPU (the "
+                    "communicator has none)",
+                    rank_);
+  if (nranks_ == 1) {
+    // The result is the input (after premulsum's pre-op): no plan, no executor.
+    size_t bytes = call.count * dtypeSize(call.dtype);
+    bool pre = collectiveReduces(call.collective) && call.op.kind == RedKind::kPreMulSum;
+    if (pre && !options_.deviceEmulation)
+      return TSR_FAIL(tsrInvalidUsage,
+                      "rank 0: premulsum on one rank on device buffers is not supported yet "
+                      "(call %llu); use a communicator of two ranks or more, or host buffers",
+                      static_cast<unsigned long long>(callNo));
+    calls_ = callNo;
+    if (options_.deviceEmulation) {
+      if (pre) {
+        const void* src = call.sendbuf;
+        uint8_t one = 1;
+        HostReduceArgs a{call.op, call.dtype, &src, 1, &one, call.recvbuf, nullptr, call.count};
+        return hostReduce(a);
+      }
+      if (call.sendbuf != call.recvbuf) std::memmove(call.recvbuf, call.sendbuf, bytes);
+      return tsrSuccess;
+    }
+#if TESSERA_HAVE_CUDA
+    if (call.sendbuf == call.recvbuf) return tsrSuccess;
+    cudaError_t e = cudaMemcpyAsync(call.recvbuf, call.sendbuf, bytes, cudaMemcpyDeviceToDevice,
+                                    static_cast<cudaStream_t>(stream));
+    if (e != cudaSuccess)
+      return TSR_FAIL(tsrUnhandledCudaError, "rank %d: cudaMemcpyAsync of %zu bytes failed: %s",
+                      rank_, bytes, cudaGetErrorString(e));
+#endif
+    return tsrSuccess;
+  }
+  if (!device_) {
+    bool capturing = false;
+    if (!options_.deviceEmulation && exec::streamIsCapturing(stream, &capturing) == tsrSuccess &&
+        capturing)
+      return TSR_FAIL(tsrInvalidUsage,
+                      "rank %d: call %llu is this communicator's first device collective and is "
+                      "being captured into a graph; starting the device executor allocates memory "
+                      "and launches its kernel, which a capture forbids: make one device call "
+                      "outside the capture first",
+                      rank_, static_cast<unsigned long long>(callNo));
+    TSR_CHECK(makeDeviceExecutor());
+  }
+  std::shared_ptr<const Plan> plan;
+  bool ll = false;
+  TSR_CHECK(devicePlan(call, device_->ctas(), &plan, &ll));
+  if (ll) {
+    bool used = false;
+    TSR_CHECK(device_->enqueueLL(call, callNo, stream, &used));
+    if (used) {
+      calls_ = callNo;
+      return tsrSuccess;
+    }
+  }
+  calls_ = callNo;
+  return device_->enqueue(call, plan, callNo, stream);
+}
+
+Result EngineImpl::makeDeviceExecutor() {
+  {
+    DeviceExecutorOptions o;
+    o.engine = this;
+    o.transports = ctx_;
+    o.rank = rank_;
+    o.nranks = nranks_;
+    o.cudaDevice = options_.deviceEmulation ? -1 : options_.cudaDevice;
+    o.timeoutSeconds = timeoutSeconds_;
+    o.scratchBytes = scratchBytes_;
+    int64_t minCtas = options_.minCtas, maxCtas = options_.maxCtas, threads = 256;
+    if (minCtas <= 0) TSR_CHECK(envIntOr("TESSERA_MIN_CTAS", 1, &minCtas));
+    if (maxCtas <= 0) TSR_CHECK(envIntOr("TESSERA_MAX_CTAS", 2, &maxCtas));
+    TSR_CHECK(envIntOr("TESSERA_DEVICE_THREADS", 256, &threads));
+    // TESSERA_MAX_CTAS is the grid's size, at least TESSERA_MIN_CTAS (env_registry.cpp).
+    o.ctas = static_cast<int>(std::max<int64_t>(1, std::max(minCtas, maxCtas)));
+    o.threads = static_cast<int>(threads);
+    std::string launch = "PERSISTENT";
+    if (envFind("TESSERA_LAUNCH") != nullptr) TSR_CHECK(envEnum("TESSERA_LAUNCH", &launch));
+    o.mode = launch == "KERNEL" ? LaunchMode::kKernel : LaunchMode::kPersistent;
+    TSR_CHECK(DeviceExecutor::create(o, &device_));
+  }
+  return tsrSuccess;
+}
+
+Result EngineImpl::deviceSynchronize() { return device_ ? device_->synchronize() : tsrSuccess; }
+Result EngineImpl::deviceError() { return device_ ? device_->error() : tsrSuccess; }
+void EngineImpl::abortDevice() {
+  if (device_) device_->abort();
+}
 
 }  // namespace tessera

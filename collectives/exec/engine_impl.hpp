@@ -23,6 +23,13 @@
 namespace tessera {
 
 class DeviceExecutor;
+struct DeviceBoundPlan;
+
+// device_bind.cpp: binds `plan` (verified) for the device executor `ex`, pairwise with the plan's
+// peers (the order rules of bind.cpp), `ctas` resident CTAs. Refuses zero-copy plans and plans
+// beyond kMaxDeviceSrcs / kMaxCtaWorkers with a sentence.
+Result bindDevicePlan(DeviceExecutor* ex, std::shared_ptr<const Plan> plan, int ctas,
+                      DeviceBoundPlan* out);
 
 // The transports of the cuda kinds move GPU memory; the host executor reaches the same peers
 // through their host counterparts.
@@ -34,9 +41,17 @@ inline TransportKind hostTransportKind(TransportKind k) {
 
 // Bootstrap tags of the engine's own messages (memory blobs): below kTransportTagBase.
 inline constexpr int kEngineTagBase = 1 << 27;
-enum EngineTag { kTagPlanSetup = 1, kTagUserBlob = 2, kTagControlSetup = 3, kTagP2PSetup = 4 };
+enum EngineTag {
+  kTagPlanSetup = 1,
+  kTagUserBlob = 2,
+  kTagControlSetup = 3,
+  kTagP2PSetup = 4,
+  kTagDevicePlanSetup = 5,  // the device executor's plan binding (device_bind.cpp)
+};
 // The user tag the engine gives the transport layer for connects and semaphores.
 inline constexpr int kEngineTransportTag = 0x6578;
+// The same for the device executor's own connections (device kinds), semaphores and port channels.
+inline constexpr int kDeviceTransportTag = 0x6479;
 
 struct Registration {
   char* base = nullptr;
@@ -173,6 +188,12 @@ class EngineImpl final : public CollectiveEngine {
   Result deviceSynchronize() override;
   Result deviceError() override;
   void abortDevice() override;
+  // The verified plan the device executor runs for `call` (tuner or override; never zero-copy),
+  // without binding host resources; cached like plans_ (device_engine.cpp).
+  // *useLL (optional): the tuner picked the LL protocol (the plan is the fallback when LL cannot
+  // run the call). `workers`: the device executor's CTAs, spread over the plan's workers.
+  Result devicePlan(const CollCall& call, int workers, std::shared_ptr<const Plan>* out,
+                    bool* useLL = nullptr);
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
@@ -308,8 +329,21 @@ class EngineImpl final : public CollectiveEngine {
   uint64_t running_ = 0;
   Result poisoned_ = tsrSuccess;
   std::string poisonWhy_;
-  // The device executor, made by the first enqueue (device_engine.cpp).
+  // The device executor, made by the first enqueue (device_engine.cpp), and its verified plans.
   std::unique_ptr<DeviceExecutor> device_;
+  Result deviceTransportClasses();
+  Result deviceGenerate(const PlanKey& key, std::shared_ptr<const Plan>* out);
+  std::map<PlanKey, std::shared_ptr<const Plan>> devicePlans_;
+  struct DeviceChoice {
+    std::shared_ptr<const Plan> plan;
+    bool ll = false;
+  };
+  std::unordered_map<ChoiceKey, DeviceChoice, ChoiceHash> deviceChoices_;
+  Result makeDeviceExecutor();
+  TunerParams deviceTunerSnapshot_{};
+  TransportKind deviceIntra_ = TransportKind::kP2p;
+  TransportKind deviceInter_ = TransportKind::kUcx;
+  bool deviceClassesAgreed_ = false;
 
   friend Result makeCollOperation(EngineImpl*, const CollCall&, uint64_t, BoundPlan*, BoundPlan*,
                                   bool, std::unique_ptr<Operation>*);

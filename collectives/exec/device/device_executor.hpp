@@ -54,9 +54,9 @@ struct DeviceExecutorOptions {
   int nranks = 1;
   int cudaDevice = -1;  // -1: emulate on host threads
   double timeoutSeconds = 300;
-  size_t scratchBytes = 0;  // per plan
-  int ctas = 2;             // resident CTAs (TESSERA_MIN_CTAS..TESSERA_MAX_CTAS)
-  int threads = 512;        // per CTA (GPU)
+  size_t scratchBytes = 0;                    // per plan
+  int ctas = 2;                               // resident CTAs (TESSERA_MIN_CTAS..TESSERA_MAX_CTAS)
+  int threads = 256;                          // per CTA (GPU; kernels.cu's launch bound)
   LaunchMode mode = LaunchMode::kPersistent;  // TESSERA_LAUNCH
   uint32_t queueSlots = 256;
 };
@@ -68,9 +68,10 @@ struct DeviceBoundPlan {
   std::shared_ptr<Memory> scratch;
   std::shared_ptr<Memory> staging;
   std::vector<std::shared_ptr<RemoteMemory>> peerScratch;  // by peer slot
-  std::vector<std::unique_ptr<PortChannel>> ports;          // by peer slot (unmapped peers)
-  std::shared_ptr<Memory> image;                            // DevicePlan + arrays (device side)
-  exec::DevicePlan* devicePlan = nullptr;                   // inside `image`
+  std::vector<std::unique_ptr<PortChannel>> ports;         // by peer slot (unmapped peers)
+  std::vector<std::unique_ptr<PortChannel>> semPorts;      // by semaphore (unmapped peers)
+  std::shared_ptr<Memory> image;                           // DevicePlan + arrays (device side)
+  exec::DevicePlan* devicePlan = nullptr;                  // inside `image`
 };
 
 class DeviceExecutor {
@@ -116,7 +117,12 @@ class DeviceExecutor {
   struct State;
   std::unique_ptr<State> state_;
   struct LLState;  // device_ll.cpp
-  std::unique_ptr<LLState> ll_;
+  // Defined in device_ll.cpp (`delete p`), so that this header's users and the destructor in
+  // device_executor.cpp need no complete LLState; set ll_ with ll_.reset(new LLState...).
+  struct LLDeleter {
+    void operator()(LLState* p) const;
+  };
+  std::unique_ptr<LLState, LLDeleter> ll_;
 };
 
 }  // namespace tessera
