@@ -104,8 +104,8 @@ typedef struct {
   unsigned int version;
   int blocking; /* 1: init returns when done; 0: returns tsrInProgress, poll tsrCommGetAsyncError */
   int cgaClusterSize;
-  int minCTAs;
-  int maxCTAs;
+  int minCTAs; /* device executor: the fewest resident CTAs per communicator (TESSERA_MIN_CTAS) */
+  int maxCTAs; /* device executor: the resident grid's CTAs (TESSERA_MAX_CTAS), >= minCTAs */
   const char* netName; /* "Socket" (the only one in this version); NULL: automatic */
   int splitShare;      /* 1: a split child shares the parent's resources */
   int device;          /* CUDA device index, TSR_DEVICE_HOST, or TSR_DEVICE_CURRENT */

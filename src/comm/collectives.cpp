@@ -26,6 +26,7 @@ struct Request {
   tsrDataType_t dtype;
   tsrRedOp_t op;
   int root;
+  tsrStream_t stream;  // device buffers: the call is ordered on it (NULL: the legacy stream)
 };
 
 uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
@@ -47,15 +48,45 @@ Result checkCount(const char* api, size_t count, tsrDataType_t dtype, int factor
   return tsrSuccess;
 }
 
-// The host executor loads and stores through the pointers: device memory would fault there.
-Result checkHostBuffer(const char* api, const char* name, const void* ptr) {
+// Which executor runs a call: host buffers go to the host executor (plain loads and stores), device
+// buffers of the communicator's GPU to the device executor (stream-ordered). A mix, device memory
+// of another GPU, or device memory on a host-only rank has no executor.
+struct Placement {
+  bool any = false;     // some buffer was classified
+  bool device = false;  // the classified buffers are device (or managed) memory
+};
+
+const char* placeName(BufferPlace p) {
+  return p == BufferPlace::kDevice ? "device" : p == BufferPlace::kManaged ? "managed" : "host";
+}
+
+Result classifyBuffer(const CommImpl& comm, const char* api, const char* name, const void* ptr,
+                      Placement* pl) {
   int device = -1;
-  BufferPlace place = bufferPlace(ptr, &device);
-  if (place == BufferPlace::kHost) return tsrSuccess;
-  return TSR_FAIL(tsrInvalidUsage,
-                  "%s: %s %p is CUDA %s memory (device %d); device buffers need the device "
-                  "executor, which is not built yet",
-                  api, name, ptr, place == BufferPlace::kDevice ? "device" : "managed", device);
+  const BufferPlace place = bufferPlace(ptr, &device);
+  const bool onDevice = place != BufferPlace::kHost;
+  if (onDevice) {
+    if (comm.cudaDevice() < 0)
+      return TSR_FAIL(tsrInvalidUsage,
+                      "%s: %s %p is CUDA %s memory (device %d), but this rank is host-only "
+                      "(TSR_DEVICE_HOST): pass host buffers, or bind the communicator to a GPU",
+                      api, name, ptr, placeName(place), device);
+    // Managed memory is reachable from every GPU; device memory only from its own.
+    if (place == BufferPlace::kDevice && device != comm.cudaDevice())
+      return TSR_FAIL(tsrInvalidUsage,
+                      "%s: %s %p is device memory of CUDA device %d, but this rank runs on "
+                      "device %d",
+                      api, name, ptr, device, comm.cudaDevice());
+  }
+  if (pl->any && pl->device != onDevice)
+    return TSR_FAIL(tsrInvalidUsage,
+                    "%s: %s %p is %s memory but the other buffer is %s memory: both buffers of a "
+                    "call must be host memory (host executor) or both device memory (device "
+                    "executor)",
+                    api, name, ptr, placeName(place), pl->device ? "device" : "host");
+  pl->any = true;
+  pl->device = onDevice;
+  return tsrSuccess;
 }
 
 // NCCL's in-place rule of each collective, for error sentences.
@@ -68,7 +99,8 @@ const char* inPlaceRule(Collective c) {
   }
 }
 
-Result checkCollective(CommImpl& comm, const Request& q, CollCall* call) {
+Result checkCollective(CommImpl& comm, const Request& q, CollCall* call, bool* onDevice) {
+  *onDevice = false;
   TSR_CHECK(comm.checkReady(q.api));
   TSR_CHECK(dtypeCheck(q.dtype, q.api));
   const int n = comm.nranks(), me = comm.rank();
@@ -139,8 +171,10 @@ Result checkCollective(CommImpl& comm, const Request& q, CollCall* call) {
                     "%s: sendbuff [%p, +%zu bytes) and recvbuff [%p, +%zu bytes) overlap but the "
                     "call is not in place (%s)",
                     q.api, q.sendbuf, sendBytes, q.recvbuf, recvBytes, inPlaceRule(q.collective));
-  if (sendBytes > 0) TSR_CHECK(checkHostBuffer(q.api, "sendbuff", q.sendbuf));
-  if (recvBytes > 0) TSR_CHECK(checkHostBuffer(q.api, "recvbuff", q.recvbuf));
+  Placement pl;
+  if (sendBytes > 0) TSR_CHECK(classifyBuffer(comm, q.api, "sendbuff", q.sendbuf, &pl));
+  if (recvBytes > 0) TSR_CHECK(classifyBuffer(comm, q.api, "recvbuff", q.recvbuf, &pl));
+  *onDevice = pl.device;
   return tsrSuccess;
 }
 
@@ -151,7 +185,8 @@ Result issue(const std::shared_ptr<CommImpl>& impl, const Request& q) {
   Result r = guarded(q.api, [&]() -> Result {
     PendingCall pc;
     pc.comm = impl;
-    TSR_CHECK(checkCollective(*impl, q, &pc.coll));
+    TSR_CHECK(checkCollective(*impl, q, &pc.coll, &pc.onDevice));
+    pc.stream = q.stream;
     if (q.count == 0) return tsrSuccess;
     return submitCall(std::move(pc));
   });
@@ -174,7 +209,14 @@ Result checkP2P(CommImpl& comm, const char* api, const void* buf, size_t count, 
   if (count == 0) return tsrSuccess;
   if (buf == nullptr)
     return TSR_FAIL(tsrInvalidArgument, "%s: the buffer is NULL with count %zu", api, count);
-  return checkHostBuffer(api, "the buffer", buf);
+  Placement pl;
+  TSR_CHECK(classifyBuffer(comm, api, "the buffer", buf, &pl));
+  if (pl.device)
+    return TSR_FAIL(tsrInvalidUsage,
+                    "%s: the buffer %p is CUDA memory: send/recv on device buffers is not "
+                    "supported by the device executor yet (use host buffers)",
+                    api, buf);
+  return tsrSuccess;
 }
 
 Result submitP2P(const std::shared_ptr<CommImpl>& impl, bool isSend, const void* buf, size_t count,
@@ -208,39 +250,40 @@ Result submitP2P(const std::shared_ptr<CommImpl>& impl, bool isSend, const void*
 }  // namespace
 
 tsrResult_t Communicator::allReduce(const void* sendbuff, void* recvbuff, size_t count,
-                                    tsrDataType_t datatype, tsrRedOp_t op, tsrStream_t) {
-  return issue(
-      impl_, {"tsrAllReduce", Collective::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0});
+                                    tsrDataType_t datatype, tsrRedOp_t op, tsrStream_t stream) {
+  return issue(impl_, {"tsrAllReduce", Collective::kAllReduce, sendbuff, recvbuff, count, datatype,
+                       op, 0, stream});
 }
 
 tsrResult_t Communicator::reduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                        tsrDataType_t datatype, tsrRedOp_t op, tsrStream_t) {
+                                        tsrDataType_t datatype, tsrRedOp_t op, tsrStream_t stream) {
   return issue(impl_, {"tsrReduceScatter", Collective::kReduceScatter, sendbuff, recvbuff,
-                       recvcount, datatype, op, 0});
+                       recvcount, datatype, op, 0, stream});
 }
 
 tsrResult_t Communicator::allGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                                    tsrDataType_t datatype, tsrStream_t) {
+                                    tsrDataType_t datatype, tsrStream_t stream) {
   return issue(impl_, {"tsrAllGather", Collective::kAllGather, sendbuff, recvbuff, sendcount,
-                       datatype, tsrSum, 0});
+                       datatype, tsrSum, 0, stream});
 }
 
 tsrResult_t Communicator::broadcast(const void* sendbuff, void* recvbuff, size_t count,
-                                    tsrDataType_t datatype, int root, tsrStream_t) {
+                                    tsrDataType_t datatype, int root, tsrStream_t stream) {
   return issue(impl_, {"tsrBroadcast", Collective::kBroadcast, sendbuff, recvbuff, count, datatype,
-                       tsrSum, root});
+                       tsrSum, root, stream});
 }
 
 tsrResult_t Communicator::reduce(const void* sendbuff, void* recvbuff, size_t count,
-                                 tsrDataType_t datatype, tsrRedOp_t op, int root, tsrStream_t) {
-  return issue(impl_,
-               {"tsrReduce", Collective::kReduce, sendbuff, recvbuff, count, datatype, op, root});
+                                 tsrDataType_t datatype, tsrRedOp_t op, int root,
+                                 tsrStream_t stream) {
+  return issue(impl_, {"tsrReduce", Collective::kReduce, sendbuff, recvbuff, count, datatype, op,
+                       root, stream});
 }
 
 tsrResult_t Communicator::alltoAll(const void* sendbuff, void* recvbuff, size_t count,
-                                   tsrDataType_t datatype, tsrStream_t) {
+                                   tsrDataType_t datatype, tsrStream_t stream) {
   return issue(impl_, {"tsrAlltoAll", Collective::kAllToAll, sendbuff, recvbuff, count, datatype,
-                       tsrSum, 0});
+                       tsrSum, 0, stream});
 }
 
 tsrResult_t Communicator::send(const void* sendbuff, size_t count, tsrDataType_t datatype, int peer,
@@ -268,8 +311,9 @@ tsrResult_t Communicator::registerBuffer(void* buff, size_t size, void** handle)
     return TSR_FAIL(tsrInvalidArgument,
                     "tsrCommRegister: [%p, +%zu bytes) runs past the end of the address space",
                     buff, size);
-  TSR_CHECK(checkHostBuffer("tsrCommRegister", "buff", buff));
-  return impl_->registerBuffer(buff, size, handle);
+  Placement pl;
+  TSR_CHECK(classifyBuffer(*impl_, "tsrCommRegister", "buff", buff, &pl));
+  return impl_->registerBuffer(buff, size, pl.device, handle);
 }
 
 tsrResult_t Communicator::deregisterBuffer(void* handle) {

@@ -43,9 +43,15 @@ Result CommImpl::collectives(CollectiveEngine** out) {
     o.nranks = nranks();
     o.hostOf = hostIndices(placements_);
     o.timeoutSeconds = ctx->timeoutSeconds();  // TESSERA_TRANSPORT_TIMEOUT
+    // The device executor runs on this rank's GPU (none on a host-only rank); its resident grid
+    // follows the config (minCTAs / maxCTAs, which default to TESSERA_MIN_CTAS / _MAX_CTAS).
+    o.cudaDevice = cudaDevice() >= 0 ? cudaDevice() : -1;
+    o.minCtas = config_.minCTAs;
+    o.maxCtas = config_.maxCTAs;
     std::unique_ptr<CollectiveEngine> engine;
     TSR_CHECK(CollectiveEngine::create(o, &engine));
     for (auto& [id, reg] : registrations_) {
+      if (reg.onDevice) continue;
       // Checked when registered; a refusal now only costs the zero-copy path for that buffer.
       if (engine->registerBuffer(reg.ptr, reg.bytes, &reg.engineHandle) != tsrSuccess) {
         TSR_WARN("buffer %p (%zu bytes) registered before the first collective: %s", reg.ptr,
@@ -55,6 +61,7 @@ Result CommImpl::collectives(CollectiveEngine** out) {
     }
     callTimeout_.store(o.timeoutSeconds);
     engine_ = std::move(engine);
+    enginePublished_.store(engine_.get(), std::memory_order_release);
     TSR_INFO("comm %016llx rank %d: collective engine ready (%d hosts, timeout %.1f s)",
              static_cast<unsigned long long>(commHash_), rank(),
              o.hostOf.empty() ? 0 : *std::max_element(o.hostOf.begin(), o.hostOf.end()) + 1,
@@ -76,11 +83,17 @@ void CommImpl::callOverride(std::string* algorithm, std::shared_ptr<const Plan>*
   *plan = overridePlan_;
 }
 
-Result CommImpl::registerBuffer(void* ptr, size_t bytes, void** handle) {
+Result CommImpl::registerBuffer(void* ptr, size_t bytes, bool onDevice, void** handle) {
   TSR_CHECK(checkReady("tsrCommRegister"));
   std::lock_guard<std::mutex> lock(engineMutex_);
-  Registration reg{ptr, bytes, nullptr};
-  if (engine_) TSR_CHECK(engine_->registerBuffer(ptr, bytes, &reg.engineHandle));
+  Registration reg{ptr, bytes, nullptr, onDevice};
+  if (onDevice)
+    TSR_INFO(
+        "tsrCommRegister: %p (%zu bytes) is device memory: zero-copy on device buffers is "
+        "not implemented, calls on it are staged through the scratch",
+        ptr, bytes);
+  else if (engine_)
+    TSR_CHECK(engine_->registerBuffer(ptr, bytes, &reg.engineHandle));
   uint64_t id = nextRegistrationId.fetch_add(1);
   registrations_.emplace(id, reg);
   *handle = reinterpret_cast<void*>(

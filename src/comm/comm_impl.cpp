@@ -37,6 +37,10 @@ CommImpl::~CommImpl() {
     if (state_.load() == State::kInitializing) abort();
     initThread_.join();
   }
+  // The engine (and its device executor: the resident grid stops, its device memory is freed)
+  // goes before the transports its plans use.
+  enginePublished_.store(nullptr);
+  engine_.reset();
   if (cancelFd_ >= 0) close(cancelFd_);
 }
 
@@ -232,8 +236,19 @@ Result CommImpl::finalize() {
   return tsrSuccess;
 }
 
+Result CommImpl::asyncError() const {
+  Result r = asyncError_.load();
+  if (r != tsrSuccess) return r;
+  CollectiveEngine* engine = enginePublished_.load(std::memory_order_acquire);
+  return engine != nullptr ? engine->deviceError() : tsrSuccess;
+}
+
 void CommImpl::abort() {
   abortFlag_.store(true);
+  // The device executor first: its waits give up at once, so streams waiting for its calls go
+  // on, before the transports under it are torn down.
+  if (CollectiveEngine* engine = enginePublished_.load(std::memory_order_acquire))
+    engine->abortDevice();
   if (cancelFd_ >= 0) {
     uint64_t one = 1;
     ssize_t ignored = write(cancelFd_, &one, sizeof(one));

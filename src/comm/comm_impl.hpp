@@ -53,7 +53,9 @@ class CommImpl {
   Result split(int color, int key, const tsrConfig_t* config, std::shared_ptr<CommImpl>* out);
   Result finalize();
   void abort();
-  Result asyncError() const { return asyncError_.load(); }
+  // The communicator's state error, or else the device executor's first failure (a call on device
+  // buffers that timed out or was aborted on its stream).
+  Result asyncError() const;
 
   // -1 while a non-blocking init has not yet learned them from the bootstrap (MPI, split).
   int rank() const { return rank_.load(std::memory_order_acquire); }
@@ -90,7 +92,9 @@ class CommImpl {
 
   // tsrCommRegister / tsrCommDeregister: local. The handle is tessera's own (never reused, so a
   // handle of another communicator or one already deregistered is recognised as such).
-  Result registerBuffer(void* ptr, size_t bytes, void** handle);
+  // `onDevice`: device memory of this rank's GPU, kept here only (zero-copy on device buffers is
+  // not implemented: calls on it are staged like unregistered ones).
+  Result registerBuffer(void* ptr, size_t bytes, bool onDevice, void** handle);
   Result deregisterBuffer(void* handle);
 
   Result redOpCreatePreMulSum(tsrRedOp_t* op, const void* scalar, tsrDataType_t dtype,
@@ -132,6 +136,7 @@ class CommImpl {
     void* ptr = nullptr;
     size_t bytes = 0;
     void* engineHandle = nullptr;  // null until the engine exists (or if it refused the buffer)
+    bool onDevice = false;         // never handed to the engine
   };
   std::mutex engineMutex_;
   std::map<uint64_t, Registration> registrations_;  // by handle id
@@ -140,8 +145,11 @@ class CommImpl {
   std::string overrideAlgorithm_;
   std::shared_ptr<const Plan> overridePlan_;
   // Declared after transports_ so it is destroyed first: its plans hold the context's memory
-  // and connections.
+  // and connections (the destructor also resets it first, explicitly).
   std::unique_ptr<CollectiveEngine> engine_;
+  // engine_.get() once made, for the calls that must not wait for engineMutex_ (held while the
+  // engine is made, which waits for peers): asyncError() and abort().
+  std::atomic<CollectiveEngine*> enginePublished_{nullptr};
 
   mutable std::mutex redOpMutex_;
   std::vector<std::unique_ptr<RedOpDesc>> userOps_;  // index i <-> handle tsrNumOps + i

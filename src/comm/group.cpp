@@ -22,7 +22,7 @@ thread_local GroupState tGroup;
 // The calls of one communicator in a batch, and what starting them gave.
 struct CommBatch {
   std::shared_ptr<CommImpl> comm;
-  std::vector<const CollCall*> colls;
+  std::vector<const PendingCall*> colls;
   std::vector<P2PCall> p2p;
   std::vector<std::unique_ptr<Operation>> ops;
   Result result = tsrSuccess;
@@ -33,9 +33,15 @@ struct CommBatch {
 Result startBatch(CommBatch& b) {
   CollectiveEngine* engine = nullptr;
   TSR_CHECK(b.comm->collectives(&engine));
-  for (const CollCall* c : b.colls) {
+  for (const PendingCall* c : b.colls) {
+    // In call order, device and host alike: the engine numbers its calls in that order, and the
+    // ranks match calls by it.
+    if (c->onDevice) {
+      TSR_CHECK(engine->enqueue(c->coll, c->stream));
+      continue;
+    }
     std::unique_ptr<Operation> op;
-    TSR_CHECK(engine->start(*c, &op));
+    TSR_CHECK(engine->start(c->coll, &op));
     b.ops.push_back(std::move(op));
   }
   // The sends and receives after the collectives, wherever they were in the group: ranks need
@@ -77,7 +83,7 @@ Result runCalls(std::vector<PendingCall>& calls) {
     if (c.isP2P)
       it->p2p.push_back(c.p2p);
     else
-      it->colls.push_back(&c.coll);
+      it->colls.push_back(&c);
   }
   if (batches.size() == 1) {
     startBatchCatching(batches[0]);
@@ -106,6 +112,7 @@ Result runCalls(std::vector<PendingCall>& calls) {
     for (auto& op : b.ops) ops.push_back(op.get());
     timeout = std::max(timeout, b.comm->callTimeoutSeconds());
   }
+  if (ops.empty()) return tsrSuccess;  // device calls only: enqueued, they complete on streams
   ScopedRank scoped(batches.size() == 1 ? batches[0].comm->rank() : currentRank());
   return runOperations(ops, timeout);
 }
@@ -124,6 +131,7 @@ Result submitCall(PendingCall call) {
     // most of a small call's host overhead.
     CollectiveEngine* engine = nullptr;
     TSR_CHECK(call.comm->collectives(&engine));
+    if (call.onDevice) return engine->enqueue(call.coll, call.stream);
     std::unique_ptr<Operation> op;
     TSR_CHECK(engine->start(call.coll, &op));
     return runOperation(op.get(), call.comm->callTimeoutSeconds());

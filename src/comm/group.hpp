@@ -5,6 +5,11 @@
 // (the collectives, then one startP2P with all of that communicator's sends and receives), and
 // then drives all their operations together, so a group whose calls depend on each other (a send
 // and its receive, ranks of one communicator driven by one thread) cannot deadlock.
+//
+// A collective on device buffers is enqueued on the device executor instead (outside a group at
+// once, inside one at tsrGroupEnd in its place among the communicator's collectives): it returns
+// once enqueued, and completes in stream order; its errors come later, as the communicator's
+// async error.
 #pragma once
 
 #include <memory>
@@ -23,6 +28,10 @@ struct PendingCall {
   bool isP2P = false;
   CollCall coll;  // !isP2P
   P2PCall p2p;    // isP2P
+  // Device buffers (coll only): the call goes to the engine's device executor, ordered on
+  // `stream` (a cudaStream_t; NULL: the legacy default stream).
+  bool onDevice = false;
+  void* stream = nullptr;
 };
 
 // True when the calling thread is inside tsrGroupStart / tsrGroupEnd.

@@ -90,13 +90,23 @@ constexpr EnvVarInfo kRegistry[] = {
      "default of tsrConfig_t.blocking: 0 makes communicator creation non-blocking", nullptr, 0, 1,
      nullptr},
     {"TESSERA_MIN_CTAS", EnvType::kInt, "1",
-     "default of tsrConfig_t.minCTAs, the fewest CTAs a GPU collective uses (stored and "
-     "validated; the device executor is not built yet)",
+     "default of tsrConfig_t.minCTAs: the fewest CTAs of a communicator's device executor (its "
+     "resident grid, or each launch in launch mode)",
      nullptr, 1, 64, nullptr},
-    {"TESSERA_MAX_CTAS", EnvType::kInt, "16",
-     "default of tsrConfig_t.maxCTAs, the most CTAs a GPU collective uses (stored and validated; "
-     "the device executor is not built yet)",
+    {"TESSERA_MAX_CTAS", EnvType::kInt, "2",
+     "default of tsrConfig_t.maxCTAs: the device executor's grid has this many CTAs (at least "
+     "minCTAs); a plan's workers are spread over them. Ranks sharing one GPU each hold a grid, "
+     "and every grid must be resident at once",
      nullptr, 1, 64, nullptr},
+    {"TESSERA_LAUNCH", EnvType::kEnum, "PERSISTENT",
+     "how the device executor runs calls on device buffers (case-insensitive): persistent: a "
+     "resident grid per communicator polls a work queue (stream-ordered through stream memory "
+     "operations; see the README's hazards); kernel: one launch per call",
+     "PERSISTENT|KERNEL", 0, 0, nullptr},
+    {"TESSERA_DEVICE_THREADS", EnvType::kInt, "256",
+     "threads per CTA of the device executor (a multiple of 32, at most 256: the kernels' launch "
+     "bound)",
+     nullptr, 32, 256, nullptr},
     {"TESSERA_TRANSPORT", EnvType::kString, "",
      "forces one transport for every peer: inproc, shm, ucx, cuda_ipc or p2p (default: chosen per "
      "pair of ranks from where they run); a peer the forced transport cannot reach is an error",
@@ -116,8 +126,9 @@ constexpr EnvVarInfo kRegistry[] = {
      "twoshot, pairwise, hier (checked when a communicator first runs a collective)",
      nullptr, 0, 0, nullptr},
     {"TESSERA_PROTO", EnvType::kString, "",
-     "protocols the tuner may pick, in NCCL's syntax (\"simple\", \"^ll\"); the host executor has "
-     "only simple, and a value that leaves none is an error",
+     "protocols the tuner may pick, in NCCL's syntax (\"simple\", \"^ll\", \"ll\"): Simple (bulk "
+     "chunks and semaphores) or LL (8-byte lines of 4 data and 4 flag bytes, small calls on device "
+     "buffers); the host executor has only simple, and a value that leaves none is an error",
      nullptr, 0, 0, nullptr},
     {"TESSERA_DETERMINISTIC", EnvType::kBool, "0",
      "1: reducing collectives use only algorithms that combine ranks in one fixed order (0, 1, "

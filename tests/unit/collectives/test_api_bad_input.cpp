@@ -257,23 +257,48 @@ TEST_F(ApiBadInput, FinalizedCommunicatorRefusesCalls) {
   });
 }
 
-TEST_F(ApiBadInput, DeviceBuffersNeedTheDeviceExecutor) {
+// Device buffers go to the device executor only when they are memory of the rank's own GPU and
+// both buffers of the call are: a host-only rank, a host/device mix and device send/recv are
+// refused before anything is enqueued (so these need no executor and never launch a kernel).
+TEST_F(ApiBadInput, DeviceBuffersNeedAGpuRankAndBothOnDevice) {
   TSR_SKIP_WITHOUT_GPU();
 #if TESSERA_HAVE_CUDA
   void* dev = nullptr;
   void* managed = nullptr;
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&dev, kCount * 4), cudaSuccess);
   ASSERT_EQ(cudaMallocManaged(&managed, kCount * 4), cudaSuccess);
-  tsrComm_t c = comm();
-  expectRefused("device recvbuff", tsrInvalidUsage, "device executor",
-                [&] { return tsrAllReduce(send(), dev, kCount, tsrInt32, tsrSum, c, nullptr); });
-  expectRefused("device sendbuff", tsrInvalidUsage, "device executor",
-                [&] { return tsrBroadcast(dev, recv(), kCount, tsrInt32, 0, c, nullptr); });
-  expectRefused("managed sendbuff", tsrInvalidUsage, "managed",
-                [&] { return tsrSend(managed, kCount, tsrInt32, 1, c, nullptr); });
-  void* h = nullptr;
-  EXPECT_EQ(tsrCommRegister(c, dev, kCount * 4, &h), tsrInvalidUsage);
-  cudaFree(dev);
+  {
+    tsrComm_t c = comm();  // host-only ranks (TSR_DEVICE_HOST)
+    expectRefused("device recvbuff, host-only rank", tsrInvalidUsage, "host-only",
+                  [&] { return tsrAllReduce(send(), dev, kCount, tsrInt32, tsrSum, c, nullptr); });
+    expectRefused("device sendbuff, host-only rank", tsrInvalidUsage, "host-only",
+                  [&] { return tsrBroadcast(dev, recv(), kCount, tsrInt32, 0, c, nullptr); });
+    expectRefused("managed sendbuff, host-only rank", tsrInvalidUsage, "host-only",
+                  [&] { return tsrSend(managed, kCount, tsrInt32, 1, c, nullptr); });
+    void* h = nullptr;
+    EXPECT_EQ(tsrCommRegister(c, dev, kCount * 4, &h), tsrInvalidUsage);
+  }
+  {
+    std::vector<tsrComm_t> gpu(2, nullptr);
+    int devs[2] = {0, 0};
+    ASSERT_EQ(tsrCommInitAll(gpu.data(), 2, devs), tsrSuccess) << tsrGetLastError(nullptr);
+    expectRefused("host send, device recv", tsrInvalidUsage, "both buffers", [&] {
+      return tsrAllReduce(send(), dev, kCount, tsrInt32, tsrSum, gpu[0], nullptr);
+    });
+    expectRefused("device send, host recv", tsrInvalidUsage, "both buffers",
+                  [&] { return tsrAllGather(dev, recv(), kCount / 2, tsrInt32, gpu[0], nullptr); });
+    expectRefused("device send", tsrInvalidUsage, "not supported by the device executor yet",
+                  [&] { return tsrSend(dev, kCount, tsrInt32, 1, gpu[0], nullptr); });
+    expectRefused("managed recv", tsrInvalidUsage, "not supported by the device executor yet",
+                  [&] { return tsrRecv(managed, kCount, tsrInt32, 1, gpu[0], nullptr); });
+    // Registration of device memory is kept locally (zero-copy on it is not implemented).
+    void* h = nullptr;
+    EXPECT_EQ(tsrCommRegister(gpu[0], dev, kCount * 4, &h), tsrSuccess) << tsrGetLastError(nullptr);
+    EXPECT_EQ(tsrCommDeregister(gpu[0], h), tsrSuccess);
+    for (tsrComm_t g : gpu) EXPECT_EQ(tsrCommDestroy(g), tsrSuccess);
+  }
+  cudaFree(dev);  // after the communicators: no executor may still run
   cudaFree(managed);
   // Pinned host memory is host memory: the host executor runs it (one rank: no peer needed).
   void* pinned = nullptr;
