@@ -14,7 +14,7 @@ void sizes(size_t count, size_t elt, int n, CollSizes* s) {
 }
 
 tsrResult_t run(const CollArgs& a) {
-  return tsrAllGather(a.send, a.recv, a.count, a.dtype, a.comm, nullptr);
+  return tsrAllGather(a.send, a.recv, a.count, a.dtype, a.comm, a.stream);
 }
 
 Source source(const CollArgs& a, size_t i) {

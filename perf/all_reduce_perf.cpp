@@ -10,7 +10,7 @@ double busFactor(int n) { return n > 1 ? 2.0 * (n - 1) / n : 0.0; }
 void sizes(size_t count, size_t, int, CollSizes* s) { *s = {count, count, count, 0, 0}; }
 
 tsrResult_t run(const CollArgs& a) {
-  return tsrAllReduce(a.send, a.recv, a.count, a.dtype, a.op, a.comm, nullptr);
+  return tsrAllReduce(a.send, a.recv, a.count, a.dtype, a.op, a.comm, a.stream);
 }
 
 Source source(const CollArgs&, size_t i) { return {Source::kReduce, 0, i}; }

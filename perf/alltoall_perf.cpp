@@ -14,7 +14,7 @@ void sizes(size_t count, size_t elt, int n, CollSizes* s) {
 }
 
 tsrResult_t run(const CollArgs& a) {
-  return tsrAlltoAll(a.send, a.recv, a.count, a.dtype, a.comm, nullptr);
+  return tsrAlltoAll(a.send, a.recv, a.count, a.dtype, a.comm, a.stream);
 }
 
 // Block p of the output is block `rank` of rank p's input.

@@ -10,7 +10,7 @@ double busFactor(int) { return 1.0; }
 void sizes(size_t count, size_t, int, CollSizes* s) { *s = {count, count, count, 0, 0}; }
 
 tsrResult_t run(const CollArgs& a) {
-  return tsrBroadcast(a.send, a.recv, a.count, a.dtype, a.root, a.comm, nullptr);
+  return tsrBroadcast(a.send, a.recv, a.count, a.dtype, a.root, a.comm, a.stream);
 }
 
 Source source(const CollArgs& a, size_t i) { return {Source::kCopy, a.root, i}; }

@@ -42,10 +42,11 @@ class RankRunner {
         thread_(thread),
         rank_(s.world.proc * s.world.threads + thread),
         nranks_(s.world.nranks()),
-        comm_(s.comms[static_cast<size_t>(thread)]) {}
+        comm_(s.comms[static_cast<size_t>(thread)]),
+        stream_(s.streams[static_cast<size_t>(thread)]) {}
 
   void run() {
-    std::string e = bufs_.allocate(comm_, s_.bufferBytes, o_.device, o_.registerBuffers);
+    std::string e = bufs_.allocate(comm_, s_.bufferBytes, o_.device, o_.registerBuffers, stream_);
     if (!e.empty()) fail(tsrInvalidUsage, e);
     if (agreeOnErrors()) return;
     for (tsrDataType_t type : o_.types)
@@ -100,6 +101,7 @@ class RankRunner {
     a.dtype = type;
     a.op = redop;
     a.count = cs.paramCount;
+    a.stream = static_cast<tsrStream_t>(stream_);
     row.outOfPlace = runVariant(a, cs, op, false, &row);
     if (agreeOnErrors()) return false;
     if (h_.hasInPlace) {
@@ -144,6 +146,8 @@ class RankRunner {
 
     s_.group.barrier(thread_);
     for (int i = 0; i < o_.warmup; ++i) call(a);
+    if (o_.graphLaunches > 0 && o_.warmup == 0) call(a);  // plans are bound outside the capture
+    waitStream();
     if (baseline)
       for (int i = 0; i < o_.warmup; ++i) callMpi(a, op);
     double tessUs = 0, mpiUs = 0;
@@ -156,19 +160,24 @@ class RankRunner {
           s_.group.barrier(thread_);
           auto t0 = Clock::now();
           for (int i = 0; i < n; ++i) mpiTurn ? callMpi(a, op) : call(a);
+          if (!mpiTurn) waitStream();
           (mpiTurn ? mpiUs : tessUs) += usSince(t0);
         }
       }
+    } else if (o_.graphLaunches > 0) {
+      tessUs = timeGraph(a);
     } else {
       s_.group.barrier(thread_);
       auto t0 = Clock::now();
       for (int i = 0; i < o_.iters; ++i) call(a);
+      waitStream();  // device calls: the time is until they are done, not enqueued
       tessUs = usSince(t0);
     }
     VariantResult v;
     v.ran = true;
     double bytes = static_cast<double>(std::max(cs.sendCount, cs.recvCount) * elt);
-    v.timeUs = combine(tessUs / o_.iters);
+    const int calls = o_.iters * std::max(1, o_.graphLaunches);
+    v.timeUs = combine(tessUs / calls);
     v.algbw = v.timeUs > 0 ? bytes / v.timeUs / 1e3 : 0;
     v.busbw = v.algbw * h_.busFactor(nranks_);
     if (baseline) {
@@ -208,6 +217,7 @@ class RankRunner {
     fillInputs(a, cs, op, inPlace);
     s_.group.barrier(thread_);
     call(a);
+    waitStream();
     s_.group.barrier(thread_);
     int64_t wrong = 0;
     if (!failed_) {
@@ -226,6 +236,40 @@ class RankRunner {
     tsrResult_t r = h_.run(a);
     if (r != tsrSuccess)
       fail(r, std::string(h_.name) + ": " + tsrGetErrorString(r) + ": " + tsrGetLastError(comm_));
+  }
+
+  // -m device: waits for this rank's stream (its calls' completion); nothing with host buffers.
+  void waitStream() {
+    if (stream_ == nullptr || failed_) return;
+    std::string e = cudaStreamWait(stream_);
+    if (!e.empty()) fail(tsrUnhandledCudaError, e);
+  }
+
+  // -G: the -n calls captured in one graph per rank, launched -G times (after one untimed launch);
+  // returns the time of the timed launches. Every rank makes the same group calls whatever fails.
+  double timeGraph(const CollArgs& a) {
+    void* exec = nullptr;
+    if (!failed_) {
+      std::string e = cudaGraphRecord(
+          stream_,
+          [&] {
+            for (int i = 0; i < o_.iters; ++i) call(a);
+          },
+          &exec);
+      if (e.empty()) e = cudaGraphRun(exec, stream_);
+      if (!e.empty()) fail(tsrUnhandledCudaError, "-G: " + e);
+      waitStream();
+    }
+    s_.group.barrier(thread_);
+    auto t0 = Clock::now();
+    for (int l = 0; l < o_.graphLaunches && !failed_; ++l) {
+      std::string e = cudaGraphRun(exec, stream_);
+      if (!e.empty()) fail(tsrUnhandledCudaError, "-G: " + e);
+    }
+    waitStream();
+    double us = usSince(t0);
+    cudaGraphFree(exec);
+    return us;
   }
 
   void callMpi(const CollArgs& a, OpKind op) {
@@ -284,6 +328,7 @@ class RankRunner {
   int rank_;
   int nranks_;
   tsrComm_t comm_;
+  void* stream_;  // -m device: this rank's CUDA stream; else null
   RankBuffers bufs_;
   bool failed_ = false;
   size_t copyBytes_ = 0;  // --baseline memcpy: bytes each rank copies

@@ -28,6 +28,7 @@ struct Shared {
   std::shared_ptr<const Plan> plan;  // --plan: what every call runs
   std::vector<tsrComm_t> comms;      // per thread of this process (null until made)
   std::vector<int> devices;          // CUDA device per thread, -1 for host ranks
+  std::vector<void*> streams;        // CUDA stream per thread (-m device), else null
   size_t bufferBytes = 0;            // of each of a rank's two buffers
   // Written by global rank 0 only.
   std::vector<Row> rows;

@@ -109,6 +109,9 @@ void rankThread(Shared& s, int thread, const tsrUniqueId& id, const std::string&
   std::string why = initError;
   if (why.empty()) makeComm(s, thread, id, &why);
   if (why.empty() && s.comms[static_cast<size_t>(thread)] == nullptr) why = "no communicator";
+  // On this thread, after cudaSelect: the stream belongs to the rank's device.
+  if (why.empty() && s.devices[static_cast<size_t>(thread)] >= 0)
+    why = cudaStreamMake(&s.streams[static_cast<size_t>(thread)]);
   if (why.empty() && s.plan != nullptr)
     why = overridePlan(s.comms[static_cast<size_t>(thread)], s.plan);
   // Every rank learns whether all of them have a communicator before any collective.
@@ -125,6 +128,7 @@ void rankThread(Shared& s, int thread, const tsrUniqueId& id, const std::string&
     tsrCommFinalize(comm);
     tsrCommDestroy(comm);
   }
+  cudaStreamFree(s.streams[static_cast<size_t>(thread)]);  // after the communicator
 }
 
 }  // namespace
@@ -191,6 +195,7 @@ int collPerfMain(int argc, char** argv, const CollHooks& hooks) {
   s.plan = plan;
   s.devices = devices;
   s.comms.assign(static_cast<size_t>(w.threads), nullptr);
+  s.streams.assign(static_cast<size_t>(w.threads), nullptr);
   s.bufferBytes = largestBufferBytes(o, hooks, nranks);
   std::string initError;
   tsrUniqueId id{};

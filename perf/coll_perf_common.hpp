@@ -56,6 +56,9 @@ struct CollArgs {
   size_t count = 0;  // CollSizes::paramCount
   const void* send = nullptr;
   void* recv = nullptr;
+  // -m device: the rank's CUDA stream (each rank has its own: ranks sharing one stream would wait
+  // for each other's calls in stream order and deadlock); null for host buffers.
+  tsrStream_t stream = nullptr;
 };
 
 // Where element `index` of a rank's output comes from: the reduction over all ranks of input

@@ -33,6 +33,8 @@ namespace {
       "  -m, --memory <kind>     host or device buffers (host)\n"
       "  -R, --register <0/1>    allocate with tsrMemAlloc and tsrCommRegister the buffers (0)\n"
       "  -A, --algo <families>   TESSERA_ALGO for the run, e.g. ring\n"
+      "  -G, --cudagraph <n>     -m device: capture the -n calls in a CUDA graph per rank and\n"
+      "                          launch it n times (0: eager calls)\n"
       "      --plan <file>       verify a plan file (tessera_plan JSON) and run it for every call\n"
       "      --baseline mpi      time MPI's own collective beside tessera's (MPI processes)\n"
       "      --baseline memcpy   time a memcpy of the same bytes (send -> recv) on every rank\n",
@@ -96,7 +98,7 @@ constexpr Flag kFlags[] = {
     {"iters", 'n'},    {"warmup_iters", 'w'}, {"check", 'c'},     {"op", 'o'},
     {"datatype", 'd'}, {"root", 'r'},         {"nthreads", 't'},  {"ngpus", 'g'},
     {"average", 'a'},  {"json", 'J'},         {"memory", 'm'},    {"register", 'R'},
-    {"algo", 'A'},     {"plan", 'P'},         {"baseline", 'B'},
+    {"algo", 'A'},     {"plan", 'P'},         {"baseline", 'B'},  {"cudagraph", 'G'},
 };
 
 }  // namespace
@@ -211,6 +213,10 @@ Options parseOptions(int argc, char** argv, const CollHooks& h) {
         o.algo = v;
         break;
       case 'P': o.planPath = v; break;
+      case 'G':
+        if (!parseInt(v, &n) || n < 0 || n > 100000) bad();
+        o.graphLaunches = n;
+        break;
       case 'B':
         if (std::strcmp(v, "mpi") == 0)
           o.mpiBaseline = true;
@@ -227,6 +233,14 @@ Options parseOptions(int argc, char** argv, const CollHooks& h) {
   if (o.stepFactor <= 1 && o.stepBytes == 0 && o.minBytes != o.maxBytes)
     usage(h, "-i must be positive when -f is 1");
   if (!o.algo.empty() && !o.planPath.empty()) usage(h, "-A and --plan exclude each other");
+  if (o.graphLaunches > 0 && !o.device)
+    usage(h, "-G captures calls on a CUDA stream: it needs -m device (host calls ignore streams)");
+  if (o.registerBuffers && o.device)
+    usage(h,
+          "-R 1 with -m device: tsrMemAlloc gives host memory, and zero-copy on device buffers "
+          "is not implemented yet");
+  if (o.memcpyBaseline && o.device)
+    usage(h, "--baseline memcpy copies with the CPU: it needs -m host");
   if (o.mpiBaseline && o.threads != 1)
     usage(h, "--baseline mpi runs one rank per MPI process: drop -t");
   // nccl-tests ignores -o and -r where they mean nothing; so do we (one pass, printed "none"

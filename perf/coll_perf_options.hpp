@@ -37,6 +37,7 @@ struct Options {
   std::string planPath;          // --plan
   bool mpiBaseline = false;      // --baseline mpi
   bool memcpyBaseline = false;   // --baseline memcpy: each rank copies its send to its recv buffer
+  int graphLaunches = 0;  // -G (nccl-tests): the -n calls captured in a CUDA graph, run n times
   bool baseline() const { return mpiBaseline || memcpyBaseline; }
 };
 

@@ -172,17 +172,19 @@ void RankBuffers::release() {
     if (memAlloc_)
       tsrMemFree(p);
     else if (device_)
-      cudaRelease(p);
+      cudaRelease(p, stream_);
     else
       std::free(p);
   }
   send_ = recv_ = nullptr;
 }
 
-std::string RankBuffers::allocate(tsrComm_t comm, size_t bytes, bool device, bool registered) {
+std::string RankBuffers::allocate(tsrComm_t comm, size_t bytes, bool device, bool registered,
+                                  void* stream) {
   release();
   comm_ = comm;
   device_ = device;
+  stream_ = stream;
   memAlloc_ = registered;
   // At least one page each, so that no size (not even 0) hands the library a null pointer.
   size_t n = std::max<size_t>((bytes + 4095) & ~size_t{4095}, 4096);
@@ -193,7 +195,7 @@ std::string RankBuffers::allocate(tsrComm_t comm, size_t bytes, bool device, boo
       if (!device && cudaIsDevicePointer(*p))
         return "tsrMemAlloc returned device memory, but -m host asks for host buffers";
     } else if (device) {
-      std::string e = cudaAllocate(p, n);
+      std::string e = cudaAllocate(p, n, stream);
       if (!e.empty()) return e;
     } else {
       *p = std::aligned_alloc(4096, n);
@@ -221,7 +223,7 @@ std::string RankBuffers::fillRegion(void* dst, size_t bytes,
   }
   staging_.resize(std::max<size_t>(bytes, 1));
   fill(staging_.data());
-  return cudaCopy(dst, staging_.data(), bytes, true);
+  return cudaCopy(dst, staging_.data(), bytes, true, stream_);
 }
 
 std::string RankBuffers::viewRegion(const void* src, size_t bytes, const void** host) {
@@ -231,7 +233,7 @@ std::string RankBuffers::viewRegion(const void* src, size_t bytes, const void** 
   }
   staging_.resize(std::max<size_t>(bytes, 1));
   *host = staging_.data();
-  return cudaCopy(staging_.data(), src, bytes, false);
+  return cudaCopy(staging_.data(), src, bytes, false, stream_);
 }
 
 }  // namespace tessera::perf

@@ -62,7 +62,10 @@ std::vector<std::string> gatherRankLines(const World& w, const std::vector<int>&
 void broadcastUniqueId(const World& w, tsrUniqueId* id);
 
 // Buffers of one rank: send and receive, each `bytes`, host or device, plain or tsrMemAlloc'ed
-// and registered (-R 1). Device buffers are filled and read through a host staging copy.
+// and registered (-R 1). Device buffers are filled and read through a host staging copy, on the
+// rank's stream, and allocated and freed stream-ordered (cudaMallocAsync / cudaFreeAsync): a
+// plain cudaFree waits for the whole device, which never goes idle while a communicator's
+// resident kernel runs.
 class RankBuffers {
  public:
   RankBuffers() = default;
@@ -71,7 +74,8 @@ class RankBuffers {
   RankBuffers& operator=(const RankBuffers&) = delete;
 
   // Returns "" or why it failed.
-  std::string allocate(tsrComm_t comm, size_t bytes, bool device, bool registered);
+  // `stream`: the rank's CUDA stream (device buffers; null otherwise).
+  std::string allocate(tsrComm_t comm, size_t bytes, bool device, bool registered, void* stream);
   void* send() const { return send_; }
   void* recv() const { return recv_; }
   // Runs `fill` on a host view of [dst, dst + bytes) (dst inside this rank's buffers), which then
@@ -89,15 +93,25 @@ class RankBuffers {
   void* recvHandle_ = nullptr;
   bool device_ = false;
   bool memAlloc_ = false;
+  void* stream_ = nullptr;
   std::vector<unsigned char> staging_;
 };
 
-// The CUDA side (coll_perf_device.cpp); without CUDA they report that.
+// The CUDA side (coll_perf_device.cpp); without CUDA they report that. Nothing here waits for
+// the whole device (no cudaDeviceSynchronize, no plain cudaFree): only for one stream.
 int cudaDevices(std::string* why);
 std::string cudaSelect(int device);
-std::string cudaAllocate(void** ptr, size_t bytes);
-void cudaRelease(void* ptr);
-std::string cudaCopy(void* dst, const void* src, size_t bytes, bool toDevice);
+// A non-blocking stream of the current device (the legacy default stream never waits for it).
+std::string cudaStreamMake(void** stream);
+void cudaStreamFree(void* stream);
+std::string cudaStreamWait(void* stream);
+std::string cudaAllocate(void** ptr, size_t bytes, void* stream);
+void cudaRelease(void* ptr, void* stream);
+std::string cudaCopy(void* dst, const void* src, size_t bytes, bool toDevice, void* stream);
+// -G: captures what `record` puts on `stream` into a graph (*exec), launches it, frees it.
+std::string cudaGraphRecord(void* stream, const std::function<void()>& record, void** exec);
+std::string cudaGraphRun(void* exec, void* stream);
+void cudaGraphFree(void* exec);
 // Whether `ptr` is device memory (false without CUDA).
 bool cudaIsDevicePointer(const void* ptr);
 

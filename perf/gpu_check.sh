@@ -10,7 +10,9 @@
 # gpu-labelled tests (a skipped one fails the run: on a GPU machine a skip is a finding), prints
 # the put bandwidth of cuda_ipc and p2p beside a plain device-to-device cudaMemcpy of the same
 # size (perf/gpu_transport_bw.cpp), then builds the rest and runs the host-only unit tests last,
-# so a slow unit run cannot cost the GPU figures. Each log is copied to $OUT (when the device
+# so a slow unit run cannot cost the GPU figures. Between them, one table of the device executor's
+# figures (thread ranks sharing GPU 0, the perf binaries with -m device): busbw and its ratio to the
+# D2D copy, 8-byte all-reduce latency in persistent and launch mode, and a CUDA-graph replay. Each log is copied to $OUT (when the device
 # tool sets it) as soon as its step ends. Keep it under eight minutes on an H100/H200-class GPU.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,7 +24,13 @@ ARCHS="${TESSERA_CUDA_ARCHS:-90}"
 GPU_TEST_SECONDS="${GPU_TEST_SECONDS:-120}"
 # The gpu test binaries (tests/gpu/CMakeLists.txt) and the tools the GPU steps run.
 GPU_TARGETS=(tessera_info test_gpu_convert test_gpu_comm test_gpu_p2p test_gpu_cuda_ipc
-  gpu_transport_bw bootstrap_perf)
+  test_gpu_coll test_gpu_coll_stream gpu_transport_bw bootstrap_perf all_gather_perf
+  reduce_scatter_perf all_reduce_perf)
+# The device executor's hazards (README, "Device executor"): more hardware queues than streams,
+# so that no stream shares the resident kernels' queues, and kernels loaded at start, so that no
+# lazy module load waits for a device the resident kernels keep busy.
+export CUDA_DEVICE_MAX_CONNECTIONS="${CUDA_DEVICE_MAX_CONNECTIONS:-32}"
+export CUDA_MODULE_LOADING="${CUDA_MODULE_LOADING:-EAGER}"
 start=$(date +%s)
 step() { echo; echo "=== $* ($(( $(date +%s) - start )) s)"; }
 # Copies files to $OUT when the device tool set it (missing files are skipped).
@@ -100,6 +108,66 @@ timeout -k 10 300 "$BUILD/perf/gpu_transport_bw" -d 0,0 -i 20 -m 256 2>&1 \
 bw_rc=${PIPESTATUS[0]}
 keep "$BUILD/gpu_transport_bw.txt"
 
+step "device executor figures (thread ranks sharing GPU 0, 256 MiB, -m device)"
+# The perf binaries' rows: size count type redop root, then out of place: time(us) algbw busbw.
+# The D2D copy: gpu_transport_bw's cudaMemcpy GB/s at 256 MiB (bytes copied), read + written = 2x.
+# Traffic of n ranks for a collective of S bytes (all-gather, reduce-scatter: every rank reads and
+# writes S(n-1)/n; all-reduce twice that): 2 n busbw per second, so ratio = 2 n busbw / copy.
+PERF="$BUILD/perf"
+FIG="$BUILD/device_figures.txt"
+: >"$FIG"
+copy_rw=$(awk '$1 == "p2p" && $3 == 268435456 { v = 2 * $5 } END { if (v) print v }' \
+  "$BUILD/gpu_transport_bw.txt")
+fig_rc=0
+# Runs one perf binary under a timeout; sets t and bw from its first data row (out of place).
+perf_row() {
+  local out rc
+  t="" bw=""
+  echo "\$ $*" >>"$BUILD/device_perf.log"
+  out=$(timeout -k 10 120 "$@" 2>&1)
+  rc=$?
+  echo "$out" >>"$BUILD/device_perf.log"
+  if [[ $rc -ne 0 ]]; then
+    echo "FAIL (exit $rc, see device_perf.log): ${*##*/}" >>"$FIG"
+    fig_rc=1
+    return
+  fi
+  read -r t bw < <(echo "$out" | awk '$1 ~ /^[0-9]+$/ && NF >= 8 { print $6, $8; exit }')
+}
+: >"$BUILD/device_perf.log"
+{
+  printf '%-34s %12s %12s %8s\n' "figure" "time" "GB/s" "ratio"
+  printf '%-34s %12s %12s %8s\n' "D2D cudaMemcpy, read + written" "" "${copy_rw:-?}" "1.00"
+} >>"$FIG"
+big=(-b 256M -e 256M -n 10 -w 3 -c 0 -m device)
+for coll in all_gather reduce_scatter all_reduce; do
+  for n in 2 4 8; do
+    perf_row "$PERF/${coll}_perf" "${big[@]}" -t "$n"
+    ratio=$(awk -v b="${bw:-0}" -v n="$n" -v c="${copy_rw:-0}" \
+      'BEGIN { if (c > 0 && b > 0) printf "%.2f", 2 * n * b / c; else print "?" }')
+    printf '%-34s %10sus %12s %8s\n' "$coll busbw, $n ranks" "${t:-?}" "${bw:-?}" "$ratio" >>"$FIG"
+  done
+done
+for coll in all_gather reduce_scatter; do
+  printf '%-34s %12s %12s %8s\n' "$coll -R 1 (registered), 4 ranks" "" \
+    "not implemented" "" >>"$FIG"
+done
+small=(-b 8 -e 8 -n 1000 -w 100 -c 0 -m device -t 8)
+perf_row "$PERF/all_reduce_perf" "${small[@]}"
+tp=$t
+perf_row env TESSERA_LAUNCH=kernel "$PERF/all_reduce_perf" "${small[@]}"
+tk=$t
+perf_row "$PERF/all_reduce_perf" -b 8 -e 8 -n 100 -G 10 -w 10 -c 0 -m device -t 8
+tg=$t
+pk=$(awk -v p="${tp:-0}" -v k="${tk:-0}" 'BEGIN { if (p > 0 && k > 0) printf "%.2f", p / k; else print "?" }')
+{
+  printf '%-34s %10sus %12s %8s\n' "8 B all-reduce, 8 ranks, persistent" "${tp:-?}" "" "$pk"
+  printf '%-34s %10sus %12s %8s\n' "8 B all-reduce, 8 ranks, launch" "${tk:-?}" "" "1.00"
+  printf '%-34s %10sus %12s %8s\n' "graph of 100 8 B all-reduces, 8 r" "${tg:-?}" "" "per call"
+} >>"$FIG"
+cat "$FIG"
+keep "$FIG" "$BUILD/device_perf.log"
+
 step "bootstrap smoke benchmark (4 ranks)"
 timeout -k 10 120 "$BUILD/perf/bootstrap_perf" -n 4 -i 10
 
@@ -114,5 +182,5 @@ if cmake --build "$BUILD" --parallel "$(nproc)"; then
 fi
 keep "$BUILD/unit.log"
 
-step "done: gpu tests rc=$gpu_rc, bandwidth rc=$bw_rc, unit tests rc=$unit_rc"
-[[ $gpu_rc -eq 0 && $bw_rc -eq 0 && $unit_rc -eq 0 ]]
+step "done: gpu tests rc=$gpu_rc, bandwidth rc=$bw_rc, device figures rc=$fig_rc, unit tests rc=$unit_rc"
+[[ $gpu_rc -eq 0 && $bw_rc -eq 0 && $fig_rc -eq 0 && $unit_rc -eq 0 ]]

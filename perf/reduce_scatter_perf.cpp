@@ -15,7 +15,7 @@ void sizes(size_t count, size_t elt, int n, CollSizes* s) {
 }
 
 tsrResult_t run(const CollArgs& a) {
-  return tsrReduceScatter(a.send, a.recv, a.count, a.dtype, a.op, a.comm, nullptr);
+  return tsrReduceScatter(a.send, a.recv, a.count, a.dtype, a.op, a.comm, a.stream);
 }
 
 Source source(const CollArgs& a, size_t i) {

@@ -15,8 +15,8 @@ tsrResult_t run(const CollArgs& a) {
   int prev = (a.rank + a.nranks - 1) % a.nranks;
   tsrResult_t r = tsrGroupStart();
   if (r != tsrSuccess) return r;
-  tsrResult_t s = tsrSend(a.send, a.count, a.dtype, next, a.comm, nullptr);
-  tsrResult_t v = s == tsrSuccess ? tsrRecv(a.recv, a.count, a.dtype, prev, a.comm, nullptr) : s;
+  tsrResult_t s = tsrSend(a.send, a.count, a.dtype, next, a.comm, a.stream);
+  tsrResult_t v = s == tsrSuccess ? tsrRecv(a.recv, a.count, a.dtype, prev, a.comm, a.stream) : s;
   r = tsrGroupEnd();  // always, so the group is closed whatever failed inside it
   return v != tsrSuccess ? v : r;
 }
