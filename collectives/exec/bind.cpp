@@ -51,6 +51,17 @@ Result EngineImpl::connection(int peer, std::shared_ptr<Connection>* out) {
 // per-process differences (TESSERA_TRANSPORT, TESSERA_P2P_LEVEL, GPU paths seen from other
 // hosts) cannot split the ranks.
 Result EngineImpl::agreeTransportClasses() {
+  TSR_CHECK(agreeClasses(true, &intraHost_, &interHost_));
+  classesAgreed_ = true;
+  TSR_INFO("rank %d: the tuner sees %s within a host and %s between hosts", rank_,
+           transportName(intraHost_), transportName(interHost_));
+  return tsrSuccess;
+}
+
+// `hostKinds`: the kinds the host executor connects with (cuda kinds mapped to their host
+// counterparts); else the device executor's (the kinds selected). *intra / *inter keep their
+// value where no pair of ranks is of that class.
+Result EngineImpl::agreeClasses(bool hostKinds, TransportKind* intra, TransportKind* inter) {
   constexpr uint8_t kNone = 0xff;
   auto slowness = [](TransportKind k) -> uint8_t {
     switch (k) {
@@ -76,7 +87,7 @@ Result EngineImpl::agreeTransportClasses() {
     if (ctx_->selectTransport(p, &k, &why) != tsrSuccess) continue;
     bool same = options_.hostOf.empty() || options_.hostOf[static_cast<size_t>(p)] ==
                                                options_.hostOf[static_cast<size_t>(rank_)];
-    uint8_t s = slowness(hostTransportKind(k));
+    uint8_t s = slowness(hostKinds ? hostTransportKind(k) : k);
     uint8_t& slot = mine[same ? 0 : 1];
     if (slot == kNone || s > slot) slot = s;
   }
@@ -90,11 +101,8 @@ Result EngineImpl::agreeTransportClasses() {
                       s);
     if (s != kNone && (agreed[i % 2] == kNone || s > agreed[i % 2])) agreed[i % 2] = s;
   }
-  if (agreed[0] != kNone) intraHost_ = bySlowness[agreed[0]];
-  if (agreed[1] != kNone) interHost_ = bySlowness[agreed[1]];
-  classesAgreed_ = true;
-  TSR_INFO("rank %d: the tuner sees %s within a host and %s between hosts", rank_,
-           transportName(intraHost_), transportName(interHost_));
+  if (agreed[0] != kNone) *intra = bySlowness[agreed[0]];
+  if (agreed[1] != kNone) *inter = bySlowness[agreed[1]];
   return tsrSuccess;
 }
 

@@ -41,53 +41,11 @@ Result envIntOr(const char* name, int64_t fallback, int64_t* out) {
 
 }  // namespace
 
-// The same selection as agreeTransportClasses (bind.cpp), over the kinds the device executor
-// connects with (no host mapping on a GPU), agreed by one allGather at the first device call.
+// The transport classes the tuner sees for device calls, agreed by one allGather at the first
+// device call (bind.cpp, agreeClasses): the device kinds on a GPU, the host ones in the emulation.
 Result EngineImpl::deviceTransportClasses() {
-  if (options_.deviceEmulation) {
-    if (!classesAgreed_) {
-      Result r = agreeTransportClasses();
-      if (r != tsrSuccess) return poison(r);
-    }
-    deviceIntra_ = intraHost_;
-    deviceInter_ = interHost_;
-    deviceClassesAgreed_ = true;
-    return tsrSuccess;
-  }
-  constexpr uint8_t kNone = 0xff;
-  const TransportKind bySlowness[] = {TransportKind::kInproc, TransportKind::kP2p,
-                                      TransportKind::kCudaIpc, TransportKind::kShm,
-                                      TransportKind::kUcx};
-  auto slowness = [&](TransportKind k) -> uint8_t {
-    for (uint8_t i = 0; i < 5; ++i)
-      if (bySlowness[i] == k) return i;
-    return 4;
-  };
-  std::vector<uint8_t> slowest(2 * static_cast<size_t>(nranks_), kNone);
-  uint8_t* mine = &slowest[2 * static_cast<size_t>(rank_)];
-  for (int p = 0; p < nranks_; ++p) {
-    if (p == rank_) continue;
-    TransportKind k;
-    std::string why;
-    if (ctx_->selectTransport(p, &k, &why) != tsrSuccess) continue;
-    bool same = options_.hostOf.empty() || options_.hostOf[static_cast<size_t>(p)] ==
-                                               options_.hostOf[static_cast<size_t>(rank_)];
-    uint8_t& slot = mine[same ? 0 : 1];
-    if (slot == kNone || slowness(k) > slot) slot = slowness(k);
-  }
-  clearLastError();
-  Result r = ctx_->bootstrap().allGather(slowest.data(), 2);
-  if (r != tsrSuccess) return poison(r);
-  uint8_t agreed[2] = {kNone, kNone};
-  for (size_t i = 0; i < slowest.size(); ++i) {
-    uint8_t s = slowest[i];
-    if (s != kNone && s >= 5)
-      return poison(
-          TSR_FAIL(tsrInternalError, "rank %d: rank %zu sent transport class %u", rank_, i / 2, s));
-    if (s != kNone && (agreed[i % 2] == kNone || s > agreed[i % 2])) agreed[i % 2] = s;
-  }
-  if (agreed[0] != kNone) deviceIntra_ = bySlowness[agreed[0]];
-  if (agreed[1] != kNone) deviceInter_ = bySlowness[agreed[1]];
+  Result r = agreeClasses(options_.deviceEmulation, &deviceIntra_, &deviceInter_);
+  if (r != tsrSuccess) return poison(r);  // peers may be past the allGather: out of step
   deviceClassesAgreed_ = true;
   return tsrSuccess;
 }
@@ -98,17 +56,8 @@ Result EngineImpl::deviceGenerate(const PlanKey& key, std::shared_ptr<const Plan
     *out = it->second;
     return tsrSuccess;
   }
-  GenParams g;
-  g.collective = key.collective;
-  g.algorithm = key.algorithm;
-  g.nranks = nranks_;
-  g.root = key.root;
-  g.pipeline = key.pipeline;
-  g.workers = key.workers < 1 ? 1 : key.workers;
-  g.zeroCopy = false;
-  g.hostOf = options_.hostOf;
   auto plan = std::make_shared<Plan>();
-  TSR_CHECK(generatePlan(g, plan.get()));
+  TSR_CHECK(generatePlan(genParams(key), plan.get()));
   VerifyReport report;
   if (verifyPlan(*plan, &report) != tsrSuccess)
     return addContext(tsrInvalidUsage, "rank %d refuses plan %s", rank_, plan->name.c_str());

@@ -286,6 +286,12 @@ Result EngineImpl::planFor(const PlanKey& key, BoundPlan** out) {
     *out = it->second.get();
     return tsrSuccess;
   }
+  auto plan = std::make_shared<Plan>();
+  TSR_CHECK(generatePlan(genParams(key), plan.get()));
+  return finishPlan(std::move(plan), out, &plans_[key]);
+}
+
+GenParams EngineImpl::genParams(const PlanKey& key) const {
   GenParams g;
   g.collective = key.collective;
   g.algorithm = key.algorithm;
@@ -295,9 +301,7 @@ Result EngineImpl::planFor(const PlanKey& key, BoundPlan** out) {
   g.workers = key.workers < 1 ? 1 : key.workers;
   g.zeroCopy = key.zeroCopy;
   g.hostOf = options_.hostOf;
-  auto plan = std::make_shared<Plan>();
-  TSR_CHECK(generatePlan(g, plan.get()));
-  return finishPlan(std::move(plan), out, &plans_[key]);
+  return g;
 }
 
 Result EngineImpl::userPlan(const std::shared_ptr<const Plan>& plan, BoundPlan** out) {

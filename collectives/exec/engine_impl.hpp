@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
+#include "collectives/algorithms/algorithms.hpp"
 #include "collectives/exec/engine.hpp"
 #include "collectives/exec/plan_cache.hpp"
 #include "core/deadline.hpp"
@@ -287,6 +288,9 @@ class EngineImpl final : public CollectiveEngine {
                     std::unique_ptr<BoundPlan>* slot);
   // Sets intraHost_ / interHost_ alike on every rank (collective: the first tuned call).
   Result agreeTransportClasses();
+  Result agreeClasses(bool hostKinds, TransportKind* intra, TransportKind* inter);
+  // The generator's parameters for a cache key (engine.cpp).
+  GenParams genParams(const PlanKey& key) const;
 
   EngineOptions options_;
   TransportContext* ctx_ = nullptr;
