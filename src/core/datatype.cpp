@@ -11,15 +11,14 @@ constexpr Subsys kLogSubsys = Subsys::kColl;
 
 struct TypeInfo {
   const char* name;
-  size_t size;
   bool isFloat;
 };
 
-// Indexed by tsrDataType_t value.
+// Indexed by tsrDataType_t value; sizes are dtypeBytes (datatype.hpp).
 constexpr TypeInfo kTypes[tsrNumTypes] = {
-    {"int8", 1, false},   {"uint8", 1, false},   {"int32", 4, false},     {"uint32", 4, false},
-    {"int64", 8, false},  {"uint64", 8, false},  {"float16", 2, true},    {"float32", 4, true},
-    {"float64", 8, true}, {"bfloat16", 2, true}, {"float8e4m3", 1, true}, {"float8e5m2", 1, true},
+    {"int8", false},   {"uint8", false},   {"int32", false},     {"uint32", false},
+    {"int64", false},  {"uint64", false},  {"float16", true},    {"float32", true},
+    {"float64", true}, {"bfloat16", true}, {"float8e4m3", true}, {"float8e5m2", true},
 };
 
 struct Alias {
@@ -51,9 +50,7 @@ std::string validNames() {
 
 bool dtypeIsValid(int value) { return value >= 0 && value < tsrNumTypes; }
 
-size_t dtypeSize(tsrDataType_t dtype) {
-  return dtypeIsValid(dtype) ? kTypes[static_cast<int>(dtype)].size : 0;
-}
+size_t dtypeSize(tsrDataType_t dtype) { return static_cast<size_t>(dtypeBytes(dtype)); }
 
 const char* dtypeName(tsrDataType_t dtype) {
   return dtypeIsValid(dtype) ? kTypes[static_cast<int>(dtype)].name : "invalid";

@@ -10,6 +10,26 @@
 
 namespace tessera {
 
+// Bytes per element of a tsrDataType_t value, 0 for an invalid one. TSR_INLINE: the device
+// executor's kernels read the datatype as a byte of a work item.
+TSR_INLINE uint64_t dtypeBytes(int dtype) {
+  switch (dtype) {
+    case tsrInt8:
+    case tsrUint8:
+    case tsrFloat8e4m3:
+    case tsrFloat8e5m2: return 1;
+    case tsrFloat16:
+    case tsrBfloat16: return 2;
+    case tsrInt32:
+    case tsrUint32:
+    case tsrFloat32: return 4;
+    case tsrInt64:
+    case tsrUint64:
+    case tsrFloat64: return 8;
+    default: return 0;
+  }
+}
+
 // True for 0 <= value < tsrNumTypes. Takes an int because API callers may pass any value.
 bool dtypeIsValid(int value);
 

@@ -34,6 +34,7 @@
 #include "collectives/exec/device/work_queue.hpp"
 #include "collectives/exec/ops.hpp"
 #include "collectives/exec/reduce_kernels.hpp"
+#include "core/datatype.hpp"
 
 namespace tessera::exec {
 
@@ -48,25 +49,6 @@ namespace devdetail {
 inline constexpr uint64_t kCodeInvalidArgument = 4;
 inline constexpr uint64_t kCodeInvalidUsage = 5;
 inline constexpr uint64_t kCodeRemoteError = 6;
-
-// Bytes per element of a tsrDataType_t; 0 for an invalid value (dtypeSize is host-only).
-TSR_INLINE uint64_t dtypeBytes(uint8_t dtype) {
-  switch (dtype) {
-    case tsrInt8:
-    case tsrUint8:
-    case tsrFloat8e4m3:
-    case tsrFloat8e5m2: return 1;
-    case tsrFloat16:
-    case tsrBfloat16: return 2;
-    case tsrInt32:
-    case tsrUint32:
-    case tsrFloat32: return 4;
-    case tsrInt64:
-    case tsrUint64:
-    case tsrFloat64: return 8;
-    default: return 0;
-  }
-}
 
 // The premulsum scalar from WorkItem::scalarBits (little end first), as a bit copy.
 template <class T>
@@ -306,7 +288,7 @@ class DeviceBackend {
         cta_(cta),
         nctas_(nctas),
         table_(table),
-        elemSize_(devdetail::dtypeBytes(item.dtype)) {
+        elemSize_(dtypeBytes(item.dtype)) {
     for (int i = 0; i < kMaxCtaWorkers; ++i) target_[i] = 0;
   }
 

@@ -36,6 +36,7 @@
 #include "collectives/exec/device/group.hpp"
 #include "collectives/exec/device/work_queue.hpp"
 #include "collectives/exec/reduce_kernels.hpp"
+#include "core/datatype.hpp"
 #include "tessera/device/atomics.hpp"
 
 namespace tessera::exec {
@@ -61,25 +62,6 @@ enum : uint8_t {
 TSR_INLINE bool llSupports(uint8_t collective, uint64_t payloadBytes, int nranks) {
   return collective <= kLLAllToAll && payloadBytes > 0 && payloadBytes <= kLLMaxBytes &&
          nranks >= 2 && nranks <= kLLMaxRanks;
-}
-
-// Bytes per element of a tsrDataType_t value; 0 for an invalid one.
-TSR_INLINE uint64_t llDtypeSize(uint8_t dtype) {
-  switch (dtype) {
-    case tsrInt8:
-    case tsrUint8:
-    case tsrFloat8e4m3:
-    case tsrFloat8e5m2: return 1;
-    case tsrFloat16:
-    case tsrBfloat16: return 2;
-    case tsrInt32:
-    case tsrUint32:
-    case tsrFloat32: return 4;
-    case tsrInt64:
-    case tsrUint64:
-    case tsrFloat64: return 8;
-    default: return 0;
-  }
 }
 
 namespace lldetail {
@@ -348,7 +330,7 @@ template <class Group>
 TSR_INLINE bool runLLItem(const WorkQueueHandle& q, const WorkItem& item, const Group& g,
                           uint32_t cta, uint32_t nctas) {
   const DeviceLL& ll = *item.ll;
-  const uint64_t esz = llDtypeSize(item.dtype);
+  const uint64_t esz = dtypeBytes(item.dtype);
   const uint64_t bytes = item.count * esz;
   const bool reduces = item.collective == kLLAllReduce || item.collective == kLLReduceScatter ||
                        item.collective == kLLReduce;
