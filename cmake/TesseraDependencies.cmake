@@ -61,6 +61,53 @@ else()
   tessera_dep_note(MPI "" "no MPI bootstrap, mpi tests not built")
 endif()
 
+# ---- CUTLASS ------------------------------------------------------------------------------
+# Header-only. From TESSERA_CUTLASS_DIR, else from the nvidia-cutlass Python package (which
+# scripts/setup.sh installs where the package index is reachable): its module folder holds the
+# headers under source/include. find_spec locates the package without importing it (importing
+# needs its Python dependencies, which the build does not).
+set(TESSERA_HAVE_CUTLASS OFF)
+set(TESSERA_CUTLASS_INCLUDE_DIR "")
+if(NOT TESSERA_WITH_CUTLASS STREQUAL "OFF" AND TESSERA_HAVE_CUDA)
+  set(_cutlass_candidates "")
+  if(TESSERA_CUTLASS_DIR)
+    list(APPEND _cutlass_candidates "${TESSERA_CUTLASS_DIR}" "${TESSERA_CUTLASS_DIR}/include")
+  else()
+    find_program(TESSERA_PYTHON3 NAMES python3 python)
+    if(TESSERA_PYTHON3)
+      execute_process(
+        COMMAND ${TESSERA_PYTHON3} -c
+          "import importlib.util as u; s = u.find_spec('cutlass_library'); print(list(s.submodule_search_locations)[0] if s else '')"
+        OUTPUT_VARIABLE _cutlass_pkg OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+      if(_cutlass_pkg)
+        list(APPEND _cutlass_candidates "${_cutlass_pkg}/source/include")
+      endif()
+    endif()
+  endif()
+  foreach(_dir IN LISTS _cutlass_candidates)
+    if(EXISTS "${_dir}/cutlass/cutlass.h" AND EXISTS "${_dir}/cute/tensor.hpp")
+      set(TESSERA_CUTLASS_INCLUDE_DIR "${_dir}")
+      set(TESSERA_HAVE_CUTLASS ON)
+      break()
+    endif()
+  endforeach()
+  if(TESSERA_HAVE_CUTLASS)
+    file(STRINGS "${TESSERA_CUTLASS_INCLUDE_DIR}/cutlass/version.h" _cv REGEX "define CUTLASS_(MAJOR|MINOR|PATCH) ")
+    string(REGEX REPLACE ".*CUTLASS_MAJOR ([0-9]+).*CUTLASS_MINOR ([0-9]+).*CUTLASS_PATCH ([0-9]+).*"
+           "\\1.\\2.\\3" TESSERA_CUTLASS_VERSION "${_cv}")
+  endif()
+endif()
+tessera_require(CUTLASS TESSERA_HAVE_CUTLASS)
+if(TESSERA_HAVE_CUTLASS)
+  tessera_dep_note(CUTLASS "${TESSERA_CUTLASS_VERSION}"
+    "fused GEMM kernels (CuTe mainloop) from ${TESSERA_CUTLASS_INCLUDE_DIR}")
+elseif(NOT TESSERA_HAVE_CUDA)
+  tessera_dep_note(CUTLASS "" "no CUDA: the fused layer runs its host executor only")
+else()
+  tessera_dep_note(CUTLASS ""
+    "not found (pip install nvidia-cutlass, or -DTESSERA_CUTLASS_DIR=<include folder>): fused GEMM kernels are skipped; the fused layer runs its host executor only and device buffers get tsrInvalidUsage")
+endif()
+
 # ---- UCX ----------------------------------------------------------------------------------
 set(TESSERA_HAVE_UCX OFF)
 if(NOT TESSERA_WITH_UCX STREQUAL "OFF" AND PKG_CONFIG_FOUND)

@@ -5,7 +5,11 @@ set(TESSERA_WITH_UCX AUTO CACHE STRING "Build against UCX (AUTO, ON, OFF)")
 set(TESSERA_WITH_HWLOC AUTO CACHE STRING "Discover topology with hwloc (AUTO, ON, OFF)")
 set(TESSERA_WITH_NVML AUTO CACHE STRING "Look for NVML at configure time (AUTO, ON, OFF)")
 set(TESSERA_WITH_JSON AUTO CACHE STRING "Plan files via nlohmann-json (AUTO, ON, OFF)")
-foreach(dep CUDA MPI UCX HWLOC NVML JSON)
+set(TESSERA_WITH_CUTLASS AUTO CACHE STRING
+    "The fused GEMM kernels' CUTLASS mainloop (AUTO, ON, OFF); needs CUDA")
+set(TESSERA_CUTLASS_DIR "" CACHE PATH
+    "CUTLASS include folder (holds cutlass/ and cute/); empty: the nvidia-cutlass Python package")
+foreach(dep CUDA MPI UCX HWLOC NVML JSON CUTLASS)
   set_property(CACHE TESSERA_WITH_${dep} PROPERTY STRINGS AUTO ON OFF)
   # Accept any CMake boolean spelling (off, NO, 0, true...); anything else is an error, never
   # a silent AUTO.

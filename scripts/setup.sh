@@ -63,6 +63,22 @@ ensure_cmake() {
   fi
 }
 
+# CUTLASS headers for the fused GEMM kernels: the nvidia-cutlass wheel carries them (under
+# cutlass_library/source/include). --no-deps: its Python dependencies (cuda-python, scipy...) are
+# for its Python front end, which the build never imports. Only where nvcc exists.
+ensure_cutlass() {
+  command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]] || return 0
+  if python3 -c "import importlib.util as u, sys; sys.exit(0 if u.find_spec('cutlass_library') else 1)" 2>/dev/null; then
+    echo "setup: CUTLASS headers present (nvidia-cutlass)"
+    return 0
+  fi
+  echo "setup: installing CUTLASS headers (pip install --no-deps nvidia-cutlass)"
+  if ! python3 -m pip install -q --no-deps nvidia-cutlass; then
+    warn "could not install nvidia-cutlass; configure will skip the fused GEMM kernels and say so"
+  fi
+}
+
 install_packages
 ensure_cmake
+ensure_cutlass
 exit 0

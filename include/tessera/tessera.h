@@ -219,6 +219,48 @@ TSR_API tsrResult_t tsrCommDeregister(const tsrComm_t comm, void* handle);
 TSR_API tsrResult_t tsrMemAlloc(void** ptr, size_t size);
 TSR_API tsrResult_t tsrMemFree(void* ptr);
 
+/* ---- Fused GEMM + communication (tensor-parallel linear layers) ------------------------------
+ * Row-major matrices; n = ranks of the communicator. A and B have type `intype` (float16 or
+ * bfloat16 on device buffers; also float32 on host buffers), accumulation is float, C and bias
+ * have type `outtype` (float32, float16 or bfloat16). M must be a multiple of n.
+ *   tsrGemmReduceScatter: A is M x K and B is K x N on each rank (K = this rank's share of the
+ *     inner dimension); C = sum over ranks of A B (+ bias, N elements, added once), and rank r
+ *     receives rows [r M/n, (r+1) M/n): C is M/n x N.
+ *   tsrAllGatherGemm: A is this rank's M/n x K shard and B is K x N (N = this rank's columns);
+ *     C = [A_0; ...; A_{n-1}] B (+ bias) is M x N on every rank; gatheredA (M x K, may be NULL)
+ *     receives the gathered A.
+ *   tsrGemmAllReduce: as tsrGemmReduceScatter, but every rank receives all of C (M x N).
+ * Calls are collective and ordered like collectives (every rank the same calls, shapes, types
+ * and flags). Host buffers run on the host and return when C is in place; device buffers of the
+ * communicator's GPU are ordered on `stream`. The communicator keeps a workspace between calls;
+ * tsrFusedWorkspaceSize says how much one call needs. Flags (bitwise or): */
+#define TSR_FUSED_DEFAULT 0     /* partials reduced in rank order: bitwise repeatable results */
+#define TSR_FUSED_ATOMIC 1      /* partials accumulated atomically as they arrive */
+#define TSR_FUSED_COPY_ENGINE 2 /* tsrAllGatherGemm on device: shards move by copy engine */
+
+typedef enum {
+  tsrFusedGemmReduceScatter = 0,
+  tsrFusedAllGatherGemm = 1,
+  tsrFusedGemmAllReduce = 2
+} tsrFusedOp_t;
+
+TSR_API tsrResult_t tsrGemmReduceScatter(const void* A, const void* B, const void* bias, void* C,
+                                         size_t M, size_t N, size_t K, tsrDataType_t intype,
+                                         tsrDataType_t outtype, int flags, tsrComm_t comm,
+                                         tsrStream_t stream);
+TSR_API tsrResult_t tsrAllGatherGemm(const void* A, const void* B, const void* bias, void* C,
+                                     void* gatheredA, size_t M, size_t N, size_t K,
+                                     tsrDataType_t intype, tsrDataType_t outtype, int flags,
+                                     tsrComm_t comm, tsrStream_t stream);
+TSR_API tsrResult_t tsrGemmAllReduce(const void* A, const void* B, const void* bias, void* C,
+                                     size_t M, size_t N, size_t K, tsrDataType_t intype,
+                                     tsrDataType_t outtype, int flags, tsrComm_t comm,
+                                     tsrStream_t stream);
+/* Workspace bytes one rank needs for the call (onDevice: 1 for device buffers, 0 for host). */
+TSR_API tsrResult_t tsrFusedWorkspaceSize(tsrFusedOp_t op, size_t M, size_t N, size_t K,
+                                          tsrDataType_t intype, tsrDataType_t outtype, int flags,
+                                          int onDevice, tsrComm_t comm, size_t* bytes);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

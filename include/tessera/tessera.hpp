@@ -94,4 +94,29 @@ class TSR_API Communicator {
   std::shared_ptr<CommImpl> impl_;
 };
 
+// A fused GEMM + communication op of one communicator rank with its own workspace, kept between
+// calls (tsrGemmReduceScatter and friends use one workspace per communicator instead). Creating
+// one is collective (every rank, same arguments); so is every run(). The shape given to create()
+// is the largest run() may use; smaller shapes reuse the workspace.
+class TSR_API FusedGemm {
+ public:
+  // onDevice: the buffers of run() will be device memory of the communicator's GPU.
+  static tsrResult_t create(Communicator& comm, tsrFusedOp_t op, size_t maxM, size_t maxN,
+                            size_t maxK, tsrDataType_t intype, tsrDataType_t outtype, int flags,
+                            bool onDevice, std::unique_ptr<FusedGemm>* out);
+  // Arguments as the C function of the op (gatheredA: AllGather only, may be null).
+  tsrResult_t run(const void* A, const void* B, const void* bias, void* C, void* gatheredA,
+                  size_t M, size_t N, size_t K, tsrStream_t stream = nullptr);
+  size_t workspaceBytes() const;
+  ~FusedGemm();
+  FusedGemm(const FusedGemm&) = delete;
+  FusedGemm& operator=(const FusedGemm&) = delete;
+
+  struct Impl;  // internal (src/comm)
+  explicit FusedGemm(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 }  // namespace tessera

@@ -107,6 +107,19 @@ constexpr EnvVarInfo kRegistry[] = {
      "threads per CTA of the device executor (a multiple of 32, at most 256: the kernels' launch "
      "bound)",
      nullptr, 32, 256, nullptr},
+    {"TESSERA_FUSED_TILE_M", EnvType::kInt, "0",
+     "rows of the fused ops' GEMM tile (0: the executor's default, 64 on the host, 128 on the "
+     "GPU; the GPU kernels accept only the sizes they were compiled for)",
+     nullptr, 0, 4096, nullptr},
+    {"TESSERA_FUSED_TILE_N", EnvType::kInt, "0",
+     "columns of the fused ops' GEMM tile (0: the executor's default, as TESSERA_FUSED_TILE_M)",
+     nullptr, 0, 4096, nullptr},
+    {"TESSERA_FUSED_COMM_M", EnvType::kInt, "0",
+     "rows of the fused ops' communication tile (the unit of signalling), in GEMM tiles (0: 1)",
+     nullptr, 0, 1024, nullptr},
+    {"TESSERA_FUSED_COMM_N", EnvType::kInt, "0",
+     "columns of the fused ops' communication tile, in GEMM tiles (0: 1)", nullptr, 0, 1024,
+     nullptr},
     {"TESSERA_TRANSPORT", EnvType::kString, "",
      "forces one transport for every peer: inproc, shm, ucx, cuda_ipc or p2p (default: chosen per "
      "pair of ranks from where they run); a peer the forced transport cannot reach is an error",
