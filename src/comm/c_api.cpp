@@ -8,6 +8,17 @@
 #include "tessera/tessera.h"
 #include "tessera/tessera.hpp"
 
+namespace tessera {
+// The fused calls (src/comm/fused.cpp).
+Result fusedApiCall(Communicator& comm, const char* api, tsrFusedOp_t op, const void* a,
+                    const void* b, const void* bias, void* c, void* gatheredA, size_t m, size_t n,
+                    size_t k, tsrDataType_t inType, tsrDataType_t outType, int flags,
+                    tsrStream_t stream);
+Result fusedApiWorkspaceSize(Communicator& comm, tsrFusedOp_t op, size_t m, size_t n, size_t k,
+                             tsrDataType_t inType, tsrDataType_t outType, int flags, int onDevice,
+                             size_t* bytes);
+}  // namespace tessera
+
 using tessera::Communicator;
 using tessera::guarded;
 using tessera::Result;
@@ -254,6 +265,50 @@ TSR_API tsrResult_t tsrMemAlloc(void** ptr, size_t size) {
 
 TSR_API tsrResult_t tsrMemFree(void* ptr) {
   return guarded("tsrMemFree", [&]() -> tsrResult_t { return Communicator::memFree(ptr); });
+}
+
+TSR_API tsrResult_t tsrGemmReduceScatter(const void* A, const void* B, const void* bias, void* C,
+                                         size_t M, size_t N, size_t K, tsrDataType_t intype,
+                                         tsrDataType_t outtype, int flags, tsrComm_t comm,
+                                         tsrStream_t stream) {
+  return guarded("tsrGemmReduceScatter", [&]() -> tsrResult_t {
+    TSR_LOOKUP_CALL(comm, "tsrGemmReduceScatter", c);
+    return tessera::fusedApiCall(*c, "tsrGemmReduceScatter", tsrFusedGemmReduceScatter, A, B, bias,
+                                 C, nullptr, M, N, K, intype, outtype, flags, stream);
+  });
+}
+
+TSR_API tsrResult_t tsrAllGatherGemm(const void* A, const void* B, const void* bias, void* C,
+                                     void* gatheredA, size_t M, size_t N, size_t K,
+                                     tsrDataType_t intype, tsrDataType_t outtype, int flags,
+                                     tsrComm_t comm, tsrStream_t stream) {
+  return guarded("tsrAllGatherGemm", [&]() -> tsrResult_t {
+    TSR_LOOKUP_CALL(comm, "tsrAllGatherGemm", c);
+    return tessera::fusedApiCall(*c, "tsrAllGatherGemm", tsrFusedAllGatherGemm, A, B, bias, C,
+                                 gatheredA, M, N, K, intype, outtype, flags, stream);
+  });
+}
+
+TSR_API tsrResult_t tsrGemmAllReduce(const void* A, const void* B, const void* bias, void* C,
+                                     size_t M, size_t N, size_t K, tsrDataType_t intype,
+                                     tsrDataType_t outtype, int flags, tsrComm_t comm,
+                                     tsrStream_t stream) {
+  return guarded("tsrGemmAllReduce", [&]() -> tsrResult_t {
+    TSR_LOOKUP_CALL(comm, "tsrGemmAllReduce", c);
+    return tessera::fusedApiCall(*c, "tsrGemmAllReduce", tsrFusedGemmAllReduce, A, B, bias, C,
+                                 nullptr, M, N, K, intype, outtype, flags, stream);
+  });
+}
+
+TSR_API tsrResult_t tsrFusedWorkspaceSize(tsrFusedOp_t op, size_t M, size_t N, size_t K,
+                                          tsrDataType_t intype, tsrDataType_t outtype, int flags,
+                                          int onDevice, tsrComm_t comm, size_t* bytes) {
+  return guarded("tsrFusedWorkspaceSize", [&]() -> tsrResult_t {
+    if (bytes == nullptr)
+      return TSR_FAIL(tsrInvalidArgument, "tsrFusedWorkspaceSize: bytes is NULL");
+    TSR_LOOKUP(comm, "tsrFusedWorkspaceSize", c);
+    return tessera::fusedApiWorkspaceSize(*c, op, M, N, K, intype, outtype, flags, onDevice, bytes);
+  });
 }
 
 }  // extern "C"

@@ -9,6 +9,7 @@
 #include "core/cuda_driver.hpp"
 #include "core/datatype.hpp"
 #include "core/hash.hpp"
+#include "fused/fused.hpp"  // complete types for the fused executors' destructors
 
 namespace tessera {
 namespace {
@@ -37,8 +38,10 @@ CommImpl::~CommImpl() {
     if (state_.load() == State::kInitializing) abort();
     initThread_.join();
   }
-  // The engine (and its device executor: the resident grid stops, its device memory is freed)
-  // goes before the transports its plans use.
+  // The fused executors and the engine (and its device executor: the resident grid stops, its
+  // device memory is freed) go before the transports their workspaces and plans use.
+  fusedDevice_.reset();
+  fusedHost_.reset();
   enginePublished_.store(nullptr);
   engine_.reset();
   if (cancelFd_ >= 0) close(cancelFd_);

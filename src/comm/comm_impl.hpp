@@ -22,6 +22,10 @@ namespace tessera {
 
 class CollectiveEngine;
 struct Plan;
+namespace fused {
+class HostFusedExecutor;
+class DeviceFusedExecutor;
+}  // namespace fused
 
 class CommImpl {
  public:
@@ -80,6 +84,11 @@ class CommImpl {
   // registration-free call reaches it in the same order). Registrations made before it existed
   // are handed to it then.
   Result collectives(CollectiveEngine** out);
+  // The communicator's fused GEMM executors (tsrGemmReduceScatter and friends; src/comm/fused.cpp),
+  // made on first use on top of transports(), like collectives(): collective the first time.
+  // The device one fails with tsrInvalidUsage where this build or rank has no fused GPU kernels.
+  Result fusedHost(fused::HostFusedExecutor** out);
+  Result fusedDevice(fused::DeviceFusedExecutor** out);
   // Seconds a call may wait for its peers (the transport context's deadline); 0 before
   // collectives() succeeded.
   double callTimeoutSeconds() const { return callTimeout_.load(); }
@@ -150,6 +159,10 @@ class CommImpl {
   // engine_.get() once made, for the calls that must not wait for engineMutex_ (held while the
   // engine is made, which waits for peers): asyncError() and abort().
   std::atomic<CollectiveEngine*> enginePublished_{nullptr};
+  // Declared after transports_ (destroyed first: their workspaces are the context's memory).
+  std::mutex fusedMutex_;
+  std::unique_ptr<fused::HostFusedExecutor> fusedHost_;
+  std::unique_ptr<fused::DeviceFusedExecutor> fusedDevice_;
 
   mutable std::mutex redOpMutex_;
   std::vector<std::unique_ptr<RedOpDesc>> userOps_;  // index i <-> handle tsrNumOps + i
