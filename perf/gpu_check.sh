@@ -13,7 +13,10 @@
 # so a slow unit run cannot cost the GPU figures. Between them, one table of the device executor's
 # figures (thread ranks sharing GPU 0, the perf binaries with -m device): busbw and its ratio to the
 # D2D copy, 8-byte all-reduce latency in persistent and launch mode, and a CUDA-graph replay. Each log is copied to $OUT (when the device
-# tool sets it) as soon as its step ends. Keep it under eight minutes on an H100/H200-class GPU.
+# tool sets it) as soon as its step ends. Then the fused GEMM+ReduceScatter figures (fused_perf -d
+# device, bf16, M = N = 8192, K = 2048 per rank): fused / (cuBLAS GEMM + tessera reduce-scatter)
+# and the overlap efficiency on 4 ranks, the fused GEMM beside cuBLAS on 1 rank, and the M sweep
+# (128 to 16384) as JSON. Keep it under eight minutes on an H100/H200-class GPU.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${BUILD_DIR:-$ROOT/build-gpu}"
@@ -25,7 +28,7 @@ GPU_TEST_SECONDS="${GPU_TEST_SECONDS:-120}"
 # The gpu test binaries (tests/gpu/CMakeLists.txt) and the tools the GPU steps run.
 GPU_TARGETS=(tessera_info test_gpu_convert test_gpu_comm test_gpu_p2p test_gpu_cuda_ipc
   test_gpu_coll test_gpu_coll_stream gpu_transport_bw bootstrap_perf all_gather_perf
-  reduce_scatter_perf all_reduce_perf)
+  reduce_scatter_perf all_reduce_perf fused_perf)
 # The device executor's hazards (README, "Device executor"): more hardware queues than streams,
 # so that no stream shares the resident kernels' queues, and kernels loaded at start, so that no
 # lazy module load waits for a device the resident kernels keep busy.
@@ -165,8 +168,40 @@ pk=$(awk -v p="${tp:-0}" -v k="${tk:-0}" 'BEGIN { if (p > 0 && k > 0) printf "%.
   printf '%-34s %10sus %12s %8s\n' "8 B all-reduce, 8 ranks, launch" "${tk:-?}" "" "1.00"
   printf '%-34s %10sus %12s %8s\n' "graph of 100 8 B all-reduces, 8 r" "${tg:-?}" "" "per call"
 } >>"$FIG"
+# fused_perf's data row: M N K ranks fused(us) gemm+coll(us) gemm(us) coll(us) f/(g+c) overlap
+# f/gemm err. Sets ft, fr (fused / (gemm + coll)), fo (overlap), fg (fused / gemm) from the first
+# row; a skip or a failure is a failed figure (on a GPU machine the fused kernels must run).
+fused_row() {
+  local out rc
+  ft="" fr="" fo="" fg=""
+  echo "\$ $*" >>"$BUILD/device_perf.log"
+  out=$(timeout -k 10 180 "$@" 2>&1)
+  rc=$?
+  echo "$out" >>"$BUILD/device_perf.log"
+  if [[ $rc -ne 0 ]] || ! grep -q 'every fused result agrees' <<<"$out"; then
+    echo "FAIL (exit $rc, see device_perf.log): ${*##*/}" >>"$FIG"
+    grep -m1 'skipped\|ERROR\|WRONG' <<<"$out" >>"$FIG"
+    fig_rc=1
+    return
+  fi
+  read -r ft fr fo fg < <(awk '$1 ~ /^[0-9]+$/ && NF >= 12 { print $5, $9, $10, $11; exit }' \
+    <<<"$out")
+}
+# A row of the table: figure, time in us (may be empty), ratio.
+fig_line() {
+  printf '%-34s %12s %12s %8s\n' "$1" "${2:+${2}us}" "" "$3" >>"$FIG"
+}
+fused=("$PERF/fused_perf" -d device -O rs -t bf16 -M 8192 -N 8192 -K 2048 -i 10 -w 3)
+fused_row "${fused[@]}" -n 4
+fig_line "fused GEMM+RS / (cuBLAS + RS), 4 r" "${ft:-?}" "${fr:-?}"
+fig_line "fused GEMM+RS overlap eff., 4 r" "" "${fo:-?}"
+fused_row "${fused[@]}" -n 1
+fig_line "fused GEMM / cuBLAS GEMM, 1 rank" "${ft:-?}" "${fg:-?}"
+# The whole M sweep (decode-sized M included), kept as JSON beside the log.
+fused_row "$PERF/fused_perf" -d device -O rs -t bf16 -n 4 -i 5 -w 2 -J "$BUILD/fused_sweep.json"
+fig_line "fused sweep M 128..16384, 4 r" "" "$([[ -n "$ft" ]] && echo json || echo FAIL)"
 cat "$FIG"
-keep "$FIG" "$BUILD/device_perf.log"
+keep "$FIG" "$BUILD/device_perf.log" "$BUILD/fused_sweep.json"
 
 step "bootstrap smoke benchmark (4 ranks)"
 timeout -k 10 120 "$BUILD/perf/bootstrap_perf" -n 4 -i 10
