@@ -8,15 +8,18 @@
 //     tileCounters[commTilesPerSegment]   ReduceScatter/AllReduce: one per communication tile of
 //                                          this rank's segment; each producer adds 1 per GEMM tile
 //                                          it delivered (n * tilesInCommTile per call)
-//     gatherFlags[n * commTilesPerSegment] AllReduce: owner s adds 1 per reduced communication tile
-//                                          of segment s it delivered here; AllGather: owner s adds
-//                                          1 per chunk (commM * tileM rows) of its shard
+//     gatherFlags[n * flagStride]          AllReduce: owner s adds 1 per reduced communication tile
+//                                          of segment s it delivered here (flagStride =
+//                                          commTilesPerSegment); AllGather: owner s adds 1 per
+//                                          chunk (commM * tileM rows) of its shard (flagStride =
+//                                          commTilesM: N_r may differ between ranks, so AllGather's
+//                                          layout must not depend on N)
 //     done[n]                              peer p adds 1 when it finished a call; a producer writes
 //                                          into p's workspace in call c only after done[p] >= c
 //                                          (p no longer reads call c - 1's data)
 //   consumed  (uint64 words, local only): how much of each counter this rank already consumed, as
 //             a semaphore's `expected` (counters only grow; targets are consumed + this call's)
-//     tileConsumed[commTilesPerSegment], gatherConsumed[n * commTilesPerSegment]
+//     tileConsumed[commTilesPerSegment], gatherConsumed[n * flagStride]
 //   partials  ReduceScatter/AllReduce: `slots` slots (n, or 1 when accumulating atomically) of
 //             tilesPerSegment tiles, each tile tileM x tileN floats, row-major with leading
 //             dimension tileN (full size even for edge tiles). Slot p holds rank p's partial of
@@ -53,7 +56,8 @@ struct WorkspaceLayout {
   // Sizes.
   uint32_t slots;            // partial slots (0 for AllGather)
   uint32_t numTileCounters;  // 0 for AllGather
-  uint32_t numGatherFlags;   // n * commTilesPerSegment for AllReduce and AllGather, else 0
+  uint32_t numGatherFlags;   // n * flagStride for AllReduce and AllGather, else 0
+  uint32_t flagStride;       // gather flags per segment (see the file comment)
   uint64_t tileFloats;       // tileM * tileN
   uint64_t slotBytes;        // bytes of one partial slot
   uint64_t gatherBytes;
@@ -67,14 +71,12 @@ struct WorkspaceLayout {
   TSR_INLINE uint64_t tileConsumedAt(uint32_t commTile) const {
     return tileConsumed + 8ull * commTile;
   }
-  TSR_INLINE uint64_t gatherFlag(uint32_t segment, uint32_t commTile,
-                                 uint32_t commTilesPerSegment) const {
-    return gatherFlags + 8ull * (static_cast<uint64_t>(segment) * commTilesPerSegment + commTile);
+  // Gather flag `index` (AllReduce: communication tile; AllGather: chunk) of `segment`.
+  TSR_INLINE uint64_t gatherFlag(uint32_t segment, uint32_t index) const {
+    return gatherFlags + 8ull * (static_cast<uint64_t>(segment) * flagStride + index);
   }
-  TSR_INLINE uint64_t gatherConsumedAt(uint32_t segment, uint32_t commTile,
-                                       uint32_t commTilesPerSegment) const {
-    return gatherConsumed +
-           8ull * (static_cast<uint64_t>(segment) * commTilesPerSegment + commTile);
+  TSR_INLINE uint64_t gatherConsumedAt(uint32_t segment, uint32_t index) const {
+    return gatherConsumed + 8ull * (static_cast<uint64_t>(segment) * flagStride + index);
   }
   TSR_INLINE uint64_t doneOf(uint32_t peer) const { return done + 8ull * peer; }
   // Start of (tileRow, tileCol)'s tile in partial slot `slot`.
@@ -99,10 +101,11 @@ TSR_INLINE WorkspaceLayout workspaceLayout(const TileScheduler& s, uint64_t k, u
   const bool reduces = s.op != FusedOp::kAllGatherGemm;
   const uint32_t ctps = s.commTilesPerSegment();
   l.numTileCounters = reduces ? ctps : 0;
-  l.numGatherFlags = s.op == FusedOp::kGemmReduceScatter ? 0 : s.nranks * ctps;
+  l.flagStride = s.op == FusedOp::kAllGatherGemm ? s.commTilesM : ctps;
+  l.numGatherFlags = s.op == FusedOp::kGemmReduceScatter ? 0 : s.nranks * l.flagStride;
   l.slots = reduces ? (atomic ? 1u : s.nranks) : 0u;
   l.tileFloats = static_cast<uint64_t>(s.cfg.tileM) * s.cfg.tileN;
-  l.slotBytes = s.tilesPerSegment * l.tileFloats * 4;
+  l.slotBytes = reduces ? s.tilesPerSegment * l.tileFloats * 4 : 0;
   if (s.op == FusedOp::kGemmAllReduce) {
     l.gatherElemBytes = outBytes;
     l.gatherBytes = s.nranks * s.tilesPerSegment * l.tileFloats * outBytes;

@@ -112,7 +112,7 @@ __global__ void __launch_bounds__(kCommThreads) fusedReduceKernel(FusedParams p)
         __threadfence_system();
         for (uint32_t j = 1; j <= n; ++j)
           device::fetchAddRelease(
-              wordAt(p.peerWs[(p.rank + j) % n], p.layout.gatherFlag(p.rank, ct, p.flagStride)), 1);
+              wordAt(p.peerWs[(p.rank + j) % n], p.layout.gatherFlag(p.rank, ct)), 1);
       }
     }
   }
@@ -129,10 +129,10 @@ __global__ void __launch_bounds__(kCommThreads) fusedGatherCopyKernel(FusedParam
   for (uint32_t u = blockIdx.x; u < n * ctps; u += gridDim.x) {
     // Segments in the order their owners finish them: the next rank's first.
     const uint32_t seg = (p.rank + 1 + u / ctps) % n, ct = u % ctps;
-    uint64_t* consumed = wordAt(p.ws, p.layout.gatherConsumedAt(seg, ct, p.flagStride));
+    uint64_t* consumed = wordAt(p.ws, p.layout.gatherConsumedAt(seg, ct));
     if (tid == 0)
-      ok = waitWord(p, wordAt(p.ws, p.layout.gatherFlag(seg, ct, p.flagStride)), *consumed + 1,
-                    kKernelGatherCopy, kWaitGatherFlag, static_cast<int32_t>(seg), ct, call)
+      ok = waitWord(p, wordAt(p.ws, p.layout.gatherFlag(seg, ct)), *consumed + 1, kKernelGatherCopy,
+                    kWaitGatherFlag, static_cast<int32_t>(seg), ct, call)
                ? 1
                : 0;
     __syncthreads();
@@ -191,7 +191,7 @@ __global__ void __launch_bounds__(kCommThreads) fusedShardSendKernel(FusedParams
     for (uint64_t i = tid; i < vectors; i += blockDim.x) dst[i] = src[i];
     __syncthreads();
     if (tid == 0 && good)
-      signalAfterStores(wordAt(p.peerWs[peer], p.layout.gatherFlag(p.rank, chunk, p.flagStride)));
+      signalAfterStores(wordAt(p.peerWs[peer], p.layout.gatherFlag(p.rank, chunk)));
   }
 }
 
@@ -203,7 +203,7 @@ __global__ void fusedCopyEngineWaitKernel(FusedParams p, uint32_t peer) {
 
 // After a cudaMemcpyAsync earlier on the stream: the copy completed before this kernel started.
 __global__ void fusedCopyEngineSignalKernel(FusedParams p, uint32_t peer, uint32_t chunk) {
-  signalAfterStores(wordAt(p.peerWs[peer], p.layout.gatherFlag(p.rank, chunk, p.flagStride)));
+  signalAfterStores(wordAt(p.peerWs[peer], p.layout.gatherFlag(p.rank, chunk)));
 }
 
 // AllGather: every gather flag of this call was consumed (the GEMM waited for each remote one,
@@ -213,8 +213,7 @@ __global__ void __launch_bounds__(kCommThreads) fusedEndKernel(FusedParams p) {
   const TileScheduler& s = p.sched;
   if (s.op == FusedOp::kAllGatherGemm) {
     for (uint32_t i = threadIdx.x; i < p.nranks * s.commTilesM; i += blockDim.x)
-      *wordAt(p.ws, p.layout.gatherConsumedAt(i / s.commTilesM, i % s.commTilesM, p.flagStride)) +=
-          1;
+      *wordAt(p.ws, p.layout.gatherConsumedAt(i / s.commTilesM, i % s.commTilesM)) += 1;
   }
   __syncthreads();
   if (threadIdx.x != 0) return;

@@ -31,7 +31,6 @@ FusedParams DeviceFusedEngine::params(const FusedCall& call, const CallSetup& cs
   FusedParams p{};
   p.sched = cs.sched;
   p.layout = cs.layout;
-  p.flagStride = cs.flagStride;
   p.rank = static_cast<uint32_t>(o_.rank);
   p.nranks = static_cast<uint32_t>(o_.nranks);
   p.outType = outTypeCode(call.outType);
@@ -55,9 +54,14 @@ uint32_t DeviceFusedEngine::gemmCtas(const CallSetup& cs) const {
   // One rank waits on nobody but its own earlier kernels; otherwise half of the GPU's GEMM slots,
   // shared by the ranks on it, so that the kernels they wait for always find room.
   const uint64_t slots = static_cast<uint64_t>(sms_) * static_cast<uint64_t>(gemmPerSm_);
+  // With one rank on this GPU, a ReduceScatter/AllReduce GEMM waits only on done words that earlier
+  // kernels wrote, so it may take the whole GPU; AllGather's GEMM waits on its own shard sender,
+  // which must stay resident beside it.
+  const bool alone = localRanks_ == 1 && cs.sched.op != FusedOp::kAllGatherGemm;
   const uint64_t cap =
-      o_.nranks == 1 ? slots
-                     : std::max<uint64_t>(1, slots / (2 * static_cast<uint64_t>(localRanks_)));
+      o_.nranks == 1 || alone
+          ? slots
+          : std::max<uint64_t>(1, slots / (2 * static_cast<uint64_t>(localRanks_)));
   return static_cast<uint32_t>(std::min<uint64_t>(cs.sched.numTiles(), cap));
 }
 

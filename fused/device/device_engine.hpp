@@ -68,7 +68,6 @@ class DeviceFusedEngine final : public DeviceFusedExecutor {
   struct CallSetup {
     TileScheduler sched;     // this rank's order
     WorkspaceLayout layout;  // every rank's
-    uint32_t flagStride;
     DeviceLayoutKey key;
   };
 
@@ -117,7 +116,8 @@ class DeviceFusedEngine final : public DeviceFusedExecutor {
   bool haveLayout_ = false;
   DeviceLayoutKey key_{};
   WorkspaceLayout layout_{};
-  uint64_t calls_ = 0;  // since the last re-baseline
+  uint64_t calls_ = 0;    // since the last re-baseline
+  bool started_ = false;  // some call got past ensureLayout (its kernels may reach peers)
 
   Result broken_ = tsrSuccess;
   std::string brokenWhy_;

@@ -76,6 +76,11 @@ Result DeviceFusedExecutor::create(const FusedOptions& options,
     return TSR_FAIL(tsrInvalidUsage,
                     "rank %d: the fused GPU executor needs a CUDA device (cudaDevice is %d)",
                     options.rank, options.cudaDevice);
+  // Every wait's deadline: 0 would fail every wait not already met, NaN has no conversion.
+  if (!(options.timeoutSeconds > 0))
+    return TSR_FAIL(tsrInvalidArgument,
+                    "rank %d: the fused GPU executor's timeout must be positive (got %g s)",
+                    options.rank, options.timeoutSeconds);
   auto engine = std::make_unique<DeviceFusedEngine>(options);
   TSR_CHECK(engine->init());
   *out = std::move(engine);
@@ -143,7 +148,9 @@ DeviceFusedEngine::~DeviceFusedEngine() {
   CudaDeviceGuard guard(o_.cudaDevice);
   bool idle = !lastRecorded_ || waitLastCall("destroying the fused executor") == tsrSuccess;
   // After a failure a peer's kernels may still be on their way into this workspace.
-  if (broken_ != tsrSuccess && calls_ > 0) idle = false;
+  // A call that failed half launched counts: its first kernels may have reached peers, whose
+  // kernels then write here.
+  if (broken_ != tsrSuccess && (calls_ > 0 || started_)) idle = false;
   // A peer's last write into this workspace in a call is its end-of-call signal of done[peer]:
   // once every peer's done word counts every call, no peer kernel touches the memory any more.
   if (idle && ws_ && calls_ > 0) {
@@ -257,14 +264,10 @@ Result DeviceFusedEngine::setup(const FusedCall& call, CallSetup* out) const {
                     rank, api, static_cast<unsigned long long>(s.m),
                     static_cast<unsigned long long>(s.n),
                     static_cast<unsigned long long>(out->sched.tilesPerSegment * n));
-  // AllGather+GEMM: N_r may differ per rank, so the shared layout comes from one tile column.
+  // AllGather+GEMM: N_r may differ per rank; its layout does not depend on N (layout.hpp).
   const bool gather = call.op == FusedOp::kAllGatherGemm;
-  const TileScheduler ls =
-      gather ? TileScheduler::make(call.op, static_cast<uint32_t>(rank), n, s.m, 1, cfg_)
-             : out->sched;
-  out->layout = workspaceLayout(ls, s.k, static_cast<uint32_t>(dtypeSize(call.inType)),
+  out->layout = workspaceLayout(out->sched, s.k, static_cast<uint32_t>(dtypeSize(call.inType)),
                                 static_cast<uint32_t>(outBytes), call.atomic, false);
-  out->flagStride = ls.commTilesPerSegment();
   const TileConfig& c = out->sched.cfg;
   out->key = {static_cast<uint64_t>(call.op),
               n,
@@ -326,6 +329,31 @@ Result DeviceFusedEngine::connectPeers() {
   TSR_CHECK(ctx.bootstrap().allGather(ids.data(), 16));
   localRanks_ =
       static_cast<int>(std::count(ids.begin(), ids.end(), ids[static_cast<size_t>(o_.rank)]));
+  // The tile counters take concurrent atomic adds from every producer, and atomic mode adds floats
+  // into a peer's slot: between two GPUs that needs native peer atomics (NVLink; plain PCIe peer
+  // access may drop them, and a wait would then run into its deadline).
+  int devices = 0;
+  TSR_CHECK(cudaCheck(cudaGetDeviceCount(&devices), o_.rank, "cudaGetDeviceCount"));
+  for (int p = 0; p < n; ++p) {
+    const auto& id = ids[static_cast<size_t>(p)];
+    if (id == ids[static_cast<size_t>(o_.rank)]) continue;
+    for (int d = 0; d < devices; ++d) {
+      cudaDeviceProp other{};
+      if (cudaGetDeviceProperties(&other, d) != cudaSuccess ||
+          std::memcmp(other.uuid.bytes, id.data(), 16) != 0)
+        continue;
+      int atomics = 0;
+      TSR_CHECK(cudaCheck(cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported,
+                                                    o_.cudaDevice, d),
+                          o_.rank, "cudaDeviceGetP2PAttribute"));
+      if (atomics == 0)
+        return TSR_FAIL(tsrInvalidUsage,
+                        "rank %d: the fused GPU kernels signal rank %d's GPU (CUDA device %d here) "
+                        "with atomic adds, but this GPU pair has no native peer atomics (PCIe "
+                        "without NVLink?)",
+                        o_.rank, p, d);
+    }
+  }
   connected_ = true;
   return tsrSuccess;
 }
@@ -411,6 +439,7 @@ Result DeviceFusedEngine::enqueue(const FusedCall& call, void* stream) {
   TSR_CHECK(cudaCheck(guard.status(), o_.rank, "making the fused executor's GPU current"));
   TSR_CHECK(notCapturing(stream));
   TSR_CHECK(ensureLayout(cs));
+  started_ = true;
   Result r = call.op == FusedOp::kAllGatherGemm ? launchAllGatherCall(call, cs, stream)
                                                 : launchReduceCall(call, cs, stream);
   if (r == tsrSuccess)

@@ -58,7 +58,6 @@ struct FusedControl {
 struct FusedParams {
   TileScheduler sched;     // this rank's tile order (its own N for AllGather+GEMM)
   WorkspaceLayout layout;  // the layout every rank shares
-  uint32_t flagStride;     // gather flags per segment in the layout
   uint32_t rank;
   uint32_t nranks;
   uint32_t outType;  // FusedOutType

@@ -118,11 +118,9 @@ __device__ bool tileReady(const FusedParams& p, const TileCoord& tc, uint64_t ca
   if (p.sched.op == FusedOp::kAllGatherGemm) {
     if (tc.segment == p.rank) return true;
     const uint32_t chunk = tc.tileRow / p.sched.cfg.commM;
-    const uint64_t consumed =
-        *wordAt(p.ws, p.layout.gatherConsumedAt(tc.segment, chunk, p.flagStride));
-    return waitWord(p, wordAt(p.ws, p.layout.gatherFlag(tc.segment, chunk, p.flagStride)),
-                    consumed + 1, kKernelGemm, kWaitGatherFlag, static_cast<int32_t>(tc.segment),
-                    chunk, call);
+    const uint64_t consumed = *wordAt(p.ws, p.layout.gatherConsumedAt(tc.segment, chunk));
+    return waitWord(p, wordAt(p.ws, p.layout.gatherFlag(tc.segment, chunk)), consumed + 1,
+                    kKernelGemm, kWaitGatherFlag, static_cast<int32_t>(tc.segment), chunk, call);
   }
   return waitWord(p, wordAt(p.ws, p.layout.doneOf(tc.segment)), call, kKernelGemm, kWaitDone,
                   static_cast<int32_t>(tc.segment), tc.segment, call);

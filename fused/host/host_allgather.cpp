@@ -30,7 +30,7 @@ Result HostFusedEngine::runAllGather(const FusedCall& call, const CallSetup& cs)
     for (uint32_t ch = 0; ch < chunks; ++ch) {
       const uint64_t off = l.gatherRow(self * segRows + ch * chunkRows);
       TSR_CHECK(put(peer, off, off, chunkSize(ch) * l.gatherRowBytes));
-      TSR_CHECK(signal(peer, l.gatherFlag(self, ch, cs.flagStride)));
+      TSR_CHECK(signal(peer, l.gatherFlag(self, ch)));
     }
   }
 
@@ -53,9 +53,9 @@ Result HostFusedEngine::runAllGather(const FusedCall& call, const CallSetup& cs)
     uint8_t& ready = ready_[static_cast<size_t>(tile.segment) * chunks + ch];
     if (!ready) {
       if (tile.segment != self) {
-        uint64_t* consumed = word(l.gatherConsumedAt(tile.segment, ch, cs.flagStride));
+        uint64_t* consumed = word(l.gatherConsumedAt(tile.segment, ch));
         const uint64_t target = *consumed + 1;
-        TSR_CHECK(waitAtLeast(l.gatherFlag(tile.segment, ch, cs.flagStride), target,
+        TSR_CHECK(waitAtLeast(l.gatherFlag(tile.segment, ch), target,
                               static_cast<int>(tile.segment),
                               "chunk %u (%llu rows) of rank %u's shard of A", ch,
                               static_cast<unsigned long long>(chunkSize(ch)), tile.segment));

@@ -86,13 +86,9 @@ Result HostFusedEngine::setup(const FusedCall& call, CallSetup* out) const {
                     static_cast<unsigned long long>(s.n), cfg_.tileM, cfg_.tileN);
   const bool gather = call.op == FusedOp::kAllGatherGemm;
   out->sched = TileScheduler::make(call.op, static_cast<uint32_t>(rank_), n, s.m, s.n, cfg_);
-  TileScheduler ls =
-      gather ? TileScheduler::make(call.op, static_cast<uint32_t>(rank_), n, s.m, 1, cfg_)
-             : out->sched;
   const auto inBytes = static_cast<uint32_t>(dtypeSize(call.inType));
   const auto outBytes = static_cast<uint32_t>(dtypeSize(call.outType));
-  out->layout = workspaceLayout(ls, s.k, inBytes, outBytes, call.atomic, true);
-  out->flagStride = ls.commTilesPerSegment();
+  out->layout = workspaceLayout(out->sched, s.k, inBytes, outBytes, call.atomic, true);
 
   const WorkspaceLayout& l = out->layout;
   const TileConfig& c = out->sched.cfg;

@@ -49,7 +49,6 @@ class HostFusedEngine final : public HostFusedExecutor {
     TileScheduler sched;
     WorkspaceLayout layout;
     LayoutKey key;
-    uint32_t flagStride;  // commTilesPerSegment of the layout's scheduler
   };
 
   // host_executor.cpp

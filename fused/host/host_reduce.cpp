@@ -148,7 +148,7 @@ Result HostFusedEngine::sendReducedCommTile(const CallSetup& cs, uint32_t ct) {
           l.gatherTile(self, static_cast<uint64_t>(tr) * s.tilesN + tc0, s.tilesPerSegment);
       TSR_CHECK(put(peer, off, off, rowBytes));
     }
-    TSR_CHECK(signal(peer, l.gatherFlag(self, ct, cs.flagStride)));
+    TSR_CHECK(signal(peer, l.gatherFlag(self, ct)));
   }
   return tsrSuccess;
 }
@@ -163,9 +163,9 @@ Result HostFusedEngine::receiveReduced(const FusedCall& call, const CallSetup& c
   for (int j = 1; j < nranks_; ++j) {
     const auto seg = static_cast<uint32_t>((rank_ + nranks_ - j) % nranks_);
     for (uint32_t ct = 0; ct < s.commTilesPerSegment(); ++ct) {
-      uint64_t* consumed = word(l.gatherConsumedAt(seg, ct, cs.flagStride));
+      uint64_t* consumed = word(l.gatherConsumedAt(seg, ct));
       const uint64_t target = *consumed + 1;
-      TSR_CHECK(waitAtLeast(l.gatherFlag(seg, ct, cs.flagStride), target, static_cast<int>(seg),
+      TSR_CHECK(waitAtLeast(l.gatherFlag(seg, ct), target, static_cast<int>(seg),
                             "reduced communication tile %u of segment %u", ct, seg));
       *consumed = target;
       const uint32_t ctRow = ct / s.commTilesN, ctCol = ct % s.commTilesN;

@@ -127,7 +127,8 @@ std::string checkLayout(const Grid& g, uint64_t k, uint32_t inBytes, uint32_t ou
   const bool reduces = g.op != FusedOp::kAllGatherGemm;
   const uint32_t ctps = s.commTilesPerSegment();
   if (l.numTileCounters != (reduces ? ctps : 0u) ||
-      l.numGatherFlags != (g.op == FusedOp::kGemmReduceScatter ? 0u : g.n * ctps) ||
+      l.flagStride != (g.op == FusedOp::kAllGatherGemm ? s.commTilesM : ctps) ||
+      l.numGatherFlags != (g.op == FusedOp::kGemmReduceScatter ? 0u : g.n * l.flagStride) ||
       l.slots != (reduces ? (atomic ? 1u : g.n) : 0u) ||
       l.tileFloats != uint64_t{g.cfg.tileM} * g.cfg.tileN)
     return "region sizes";
@@ -157,17 +158,20 @@ std::string checkLayout(const Grid& g, uint64_t k, uint32_t inBytes, uint32_t ou
       return "partial slots";
   }
   if (g.op == FusedOp::kGemmAllReduce) {
-    if (l.gatherFlag(g.n - 1, ctps - 1, ctps) + 8 > l.gatherFlags + 8ull * l.numGatherFlags ||
-        l.gatherConsumedAt(g.n - 1, ctps - 1, ctps) + 8 >
-            l.gatherConsumed + 8ull * l.numGatherFlags)
+    if (l.gatherFlag(g.n - 1, ctps - 1) + 8 > l.gatherFlags + 8ull * l.numGatherFlags ||
+        l.gatherConsumedAt(g.n - 1, ctps - 1) + 8 > l.gatherConsumed + 8ull * l.numGatherFlags)
       return "gather flags";
     if (l.gatherTile(g.n - 1, s.tilesPerSegment - 1, s.tilesPerSegment) + l.tileFloats * outBytes >
         l.gather + l.gatherBytes)
       return "gather tiles";
   }
   if (g.op == FusedOp::kAllGatherGemm) {
-    if (l.gatherFlag(g.n - 1, s.commTilesM - 1, ctps) + 8 > l.gatherFlags + 8ull * l.numGatherFlags)
+    if (l.gatherFlag(g.n - 1, s.commTilesM - 1) + 8 > l.gatherFlags + 8ull * l.numGatherFlags)
       return "gather flags";
+    // Ranks with different N_r must agree on the layout.
+    const TileScheduler wide = TileScheduler::make(g.op, 0, g.n, g.m, g.cols * 3 + 7, g.cfg);
+    if (workspaceLayout(wide, k, inBytes, outBytes, atomic, staging).total != l.total)
+      return "AllGather layout depends on N";
     if (l.gatherRow(g.m - 1) + k * inBytes != l.gather + l.gatherBytes) return "gathered rows";
   }
   return "";
