@@ -3,8 +3,10 @@
 # CMake there: MPI, UCX and hwloc are detected and skipped when absent, and GoogleTest is built
 # from a source folder carried with the call (default: .gtest/ in the repo root, a copy of
 # /usr/src/googletest made where Debian's googletest package is installed:
-#   cp -r /usr/src/googletest .gtest && mkdir -p .git/info && echo /.gtest/ >> .git/info/exclude
-# then carry ".gtest").
+#   cp -r /usr/src/googletest .gtest
+# then carry ".gtest"), and the CUTLASS headers from .cutlass/ for the fused kernels:
+#   cp -r "$(python3 -c 'import importlib.util as u; print(list(u.find_spec("cutlass_library").submodule_search_locations)[0])')/source/include" .cutlass
+# then carry ".cutlass" too (both folders are in .gitignore).
 #
 # It builds what the GPU steps need, prints tessera_info (and stops if it sees no GPU), runs the
 # gpu-labelled tests (a skipped one fails the run: on a GPU machine a skip is a finding), prints
@@ -21,13 +23,18 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${BUILD_DIR:-$ROOT/build-gpu}"
 GTEST_SRC="${TESSERA_GTEST_SOURCE_DIR:-$ROOT/.gtest}"
+# CUTLASS headers for the fused kernels: a folder holding cutlass/ and cute/ (the device machine has
+# no package index, so it travels with the call as .cutlass, copied from the nvidia-cutlass
+# package's cutlass_library/source/include); without it the fused rows fail, saying so.
+CUTLASS_INC="${TESSERA_CUTLASS_DIR:-$ROOT/.cutlass}"
+[[ -d "$CUTLASS_INC" ]] || CUTLASS_INC=""
 ARCHS="${TESSERA_CUDA_ARCHS:-90}"
 # Per gpu test, in seconds. The tests' TIMEOUT property (TESSERA_TEST_TIMEOUT, a plain variable
 # in tests/CMakeLists.txt) wins over `ctest --timeout`, so each test runs under timeout(1).
 GPU_TEST_SECONDS="${GPU_TEST_SECONDS:-120}"
 # The gpu test binaries (tests/gpu/CMakeLists.txt) and the tools the GPU steps run.
 GPU_TARGETS=(tessera_info test_gpu_convert test_gpu_comm test_gpu_p2p test_gpu_cuda_ipc
-  test_gpu_coll test_gpu_coll_stream gpu_transport_bw bootstrap_perf all_gather_perf
+  test_gpu_coll test_gpu_coll_stream test_gpu_fused gpu_transport_bw bootstrap_perf all_gather_perf
   reduce_scatter_perf all_reduce_perf fused_perf)
 # The device executor's hazards (README, "Device executor"): more hardware queues than streams,
 # so that no stream shares the resident kernels' queues, and kernels loaded at start, so that no
@@ -56,7 +63,8 @@ step "configure (CUDA archs $ARCHS)"
 gen=()
 command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
 cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DTESSERA_WITH_CUDA=ON \
-  -DTESSERA_CUDA_ARCHS="$ARCHS" -DTESSERA_GTEST_SOURCE_DIR="$GTEST_SRC" || exit 1
+  -DTESSERA_CUDA_ARCHS="$ARCHS" -DTESSERA_GTEST_SOURCE_DIR="$GTEST_SRC" \
+  ${CUTLASS_INC:+-DTESSERA_CUTLASS_DIR="$CUTLASS_INC"} || exit 1
 
 step "build (GPU targets: ${GPU_TARGETS[*]})"
 cmake --build "$BUILD" --parallel "$(nproc)" --target "${GPU_TARGETS[@]}" || exit 1

@@ -166,7 +166,8 @@ TSR_API tsrResult_t tsrRedOpDestroy(tsrRedOp_t op, tsrComm_t comm);
 /* ---- Collectives --------------------------------------------------------------------------
  * The shapes are NCCL's. `stream` is a cudaStream_t (struct CUstream_st* is the very same type);
  * host buffers run on the host executor and ignore it: the call returns when the result is in
- * recvbuff. Device buffers return tsrInvalidUsage until the device executor exists.
+ * recvbuff. Device buffers of the communicator's GPU run on the device executor, ordered on
+ * `stream` like an NCCL call (the call returns once enqueued).
  * In place as in NCCL: allreduce/broadcast/reduce: sendbuff == recvbuff; allgather:
  * sendbuff == recvbuff + rank * sendcount; reducescatter: recvbuff == sendbuff + rank * recvcount.
  * alltoall has no in-place form. Every rank must call the same collectives in the same order. */

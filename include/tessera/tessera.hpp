@@ -97,7 +97,8 @@ class TSR_API Communicator {
 // A fused GEMM + communication op of one communicator rank with its own workspace, kept between
 // calls (tsrGemmReduceScatter and friends use one workspace per communicator instead). Creating
 // one is collective (every rank, same arguments); so is every run(). The shape given to create()
-// is the largest run() may use; smaller shapes reuse the workspace.
+// is the largest run() may use; smaller shapes reuse the workspace. Destroy it before its
+// communicator (it uses the communicator's transports).
 class TSR_API FusedGemm {
  public:
   // onDevice: the buffers of run() will be device memory of the communicator's GPU.

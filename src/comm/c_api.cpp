@@ -3,21 +3,11 @@
 
 #include "comm/api_guard.hpp"
 #include "comm/comm_impl.hpp"
+#include "comm/fused_api.hpp"
 #include "comm/group.hpp"
 #include "comm/handles.hpp"
 #include "tessera/tessera.h"
 #include "tessera/tessera.hpp"
-
-namespace tessera {
-// The fused calls (src/comm/fused.cpp).
-Result fusedApiCall(Communicator& comm, const char* api, tsrFusedOp_t op, const void* a,
-                    const void* b, const void* bias, void* c, void* gatheredA, size_t m, size_t n,
-                    size_t k, tsrDataType_t inType, tsrDataType_t outType, int flags,
-                    tsrStream_t stream);
-Result fusedApiWorkspaceSize(Communicator& comm, tsrFusedOp_t op, size_t m, size_t n, size_t k,
-                             tsrDataType_t inType, tsrDataType_t outType, int flags, int onDevice,
-                             size_t* bytes);
-}  // namespace tessera
 
 using tessera::Communicator;
 using tessera::guarded;

@@ -10,6 +10,7 @@
 #include "comm/api_guard.hpp"
 #include "comm/buffer_place.hpp"
 #include "comm/comm_impl.hpp"
+#include "comm/fused_api.hpp"
 #include "comm/group.hpp"
 #include "core/datatype.hpp"
 #include "core/log.hpp"

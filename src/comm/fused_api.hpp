@@ -1,0 +1,22 @@
+// The fused calls behind the C API (src/comm/fused.cpp): argument checks, then the communicator's
+// host or device fused executor. Declared here so that c_api.cpp and fused.cpp cannot drift.
+#pragma once
+
+#include <cstddef>
+
+#include "core/status.hpp"
+#include "tessera/tessera.h"
+
+namespace tessera {
+
+class Communicator;
+
+Result fusedApiCall(Communicator& comm, const char* api, tsrFusedOp_t op, const void* a,
+                    const void* b, const void* bias, void* c, void* gatheredA, size_t m, size_t n,
+                    size_t k, tsrDataType_t inType, tsrDataType_t outType, int flags,
+                    tsrStream_t stream);
+Result fusedApiWorkspaceSize(Communicator& comm, tsrFusedOp_t op, size_t m, size_t n, size_t k,
+                             tsrDataType_t inType, tsrDataType_t outType, int flags, int onDevice,
+                             size_t* bytes);
+
+}  // namespace tessera
