@@ -5,23 +5,13 @@
 #include <algorithm>
 
 #include "core/datatype.hpp"
+#include "fused/device/cuda_check.hpp"
 #include "fused/device/device_engine.hpp"
 #include "fused/device/kernels.hpp"
 #include "transport/cuda_ipc/cuda_util.hpp"
 
 namespace tessera::fused {
 namespace {
-constexpr Subsys kLogSubsys = Subsys::kFused;
-
-cudaStream_t asStream(void* s) { return static_cast<cudaStream_t>(s); }
-cudaEvent_t asEvent(void* e) { return static_cast<cudaEvent_t>(e); }
-
-Result cudaCheck(cudaError_t e, int rank, const char* what) {
-  if (e == cudaSuccess) return tsrSuccess;
-  return TSR_FAIL(tsrUnhandledCudaError, "rank %d: %s failed: %s", rank, what,
-                  cudaErrorText(e).c_str());
-}
-
 uint32_t outTypeCode(tsrDataType_t t) {
   return t == tsrFloat16 ? kOutFloat16 : t == tsrBfloat16 ? kOutBfloat16 : kOutFloat32;
 }

@@ -9,6 +9,7 @@
 #include "core/datatype.hpp"
 #include "core/deadline.hpp"
 #include "core/log.hpp"
+#include "fused/device/cuda_check.hpp"
 #include "fused/device/device_engine.hpp"
 #include "fused/device/kernels.hpp"
 #include "transport/context.hpp"
@@ -17,15 +18,6 @@
 namespace tessera::fused {
 namespace {
 constexpr Subsys kLogSubsys = Subsys::kFused;
-
-cudaStream_t asStream(void* s) { return static_cast<cudaStream_t>(s); }
-cudaEvent_t asEvent(void* e) { return static_cast<cudaEvent_t>(e); }
-
-Result cudaCheck(cudaError_t e, int rank, const char* what) {
-  if (e == cudaSuccess) return tsrSuccess;
-  return TSR_FAIL(tsrUnhandledCudaError, "rank %d: %s failed: %s", rank, what,
-                  cudaErrorText(e).c_str());
-}
 
 uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 

@@ -15,4 +15,13 @@ enum class BufferPlace { kHost, kDevice, kManaged };
 // Never fails: a pointer CUDA does not know is host memory.
 BufferPlace bufferPlace(const void* ptr, int* device);
 
+// "host", "device" or "managed".
+const char* bufferPlaceName(BufferPlace p);
+
+// Where `ptr` (the API argument `name` of `api`) lives, refusing, with tsrInvalidUsage and a
+// sentence, what no executor of a rank on CUDA device `commDevice` (-1: host-only) can run: device
+// memory on a host-only rank, device memory of another GPU. *onDevice: device or managed memory.
+Result executorPlace(int commDevice, const char* api, const char* name, const void* ptr,
+                     bool* onDevice);
+
 }  // namespace tessera

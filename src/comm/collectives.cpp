@@ -56,34 +56,16 @@ struct Placement {
   bool device = false;  // the classified buffers are device (or managed) memory
 };
 
-const char* placeName(BufferPlace p) {
-  return p == BufferPlace::kDevice ? "device" : p == BufferPlace::kManaged ? "managed" : "host";
-}
-
 Result classifyBuffer(const CommImpl& comm, const char* api, const char* name, const void* ptr,
                       Placement* pl) {
-  int device = -1;
-  const BufferPlace place = bufferPlace(ptr, &device);
-  const bool onDevice = place != BufferPlace::kHost;
-  if (onDevice) {
-    if (comm.cudaDevice() < 0)
-      return TSR_FAIL(tsrInvalidUsage,
-                      "%s: %s %p is CUDA %s memory (device %d), but this rank is host-only "
-                      "(TSR_DEVICE_HOST): pass host buffers, or bind the communicator to a GPU",
-                      api, name, ptr, placeName(place), device);
-    // Managed memory is reachable from every GPU; device memory only from its own.
-    if (place == BufferPlace::kDevice && device != comm.cudaDevice())
-      return TSR_FAIL(tsrInvalidUsage,
-                      "%s: %s %p is device memory of CUDA device %d, but this rank runs on "
-                      "device %d",
-                      api, name, ptr, device, comm.cudaDevice());
-  }
+  bool onDevice = false;
+  TSR_CHECK(executorPlace(comm.cudaDevice(), api, name, ptr, &onDevice));
   if (pl->any && pl->device != onDevice)
     return TSR_FAIL(tsrInvalidUsage,
                     "%s: %s %p is %s memory but the other buffer is %s memory: both buffers of a "
                     "call must be host memory (host executor) or both device memory (device "
                     "executor)",
-                    api, name, ptr, placeName(place), pl->device ? "device" : "host");
+                    api, name, ptr, onDevice ? "device" : "host", pl->device ? "device" : "host");
   pl->any = true;
   pl->device = onDevice;
   return tsrSuccess;

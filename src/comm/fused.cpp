@@ -68,37 +68,20 @@ Result toCall(const FusedRequest& q, fused::FusedCall* call) {
   return tsrSuccess;
 }
 
-const char* placeName(BufferPlace p) {
-  return p == BufferPlace::kDevice ? "device" : p == BufferPlace::kManaged ? "managed" : "host";
-}
-
 // Which executor can run a buffer (as collectives.cpp decides for collectives): host memory the
 // host executor, device memory of this rank's GPU the device executor; every buffer of a call
 // must agree. `seen`: some buffer was classified already, `device` its kind.
 Result classifyBuffer(const CommImpl& comm, const char* api, const char* name, const void* ptr,
                       bool* seen, bool* device) {
   if (ptr == nullptr) return tsrSuccess;  // checkFusedCall says which may be NULL
-  int dev = -1;
-  const BufferPlace place = bufferPlace(ptr, &dev);
-  const bool onDevice = place != BufferPlace::kHost;
-  if (onDevice) {
-    if (comm.cudaDevice() < 0)
-      return TSR_FAIL(tsrInvalidUsage,
-                      "%s: %s %p is CUDA %s memory (device %d), but this rank is host-only "
-                      "(TSR_DEVICE_HOST): pass host buffers, or bind the communicator to a GPU",
-                      api, name, ptr, placeName(place), dev);
-    if (place == BufferPlace::kDevice && dev != comm.cudaDevice())
-      return TSR_FAIL(tsrInvalidUsage,
-                      "%s: %s %p is device memory of CUDA device %d, but this rank runs on "
-                      "device %d",
-                      api, name, ptr, dev, comm.cudaDevice());
-  }
+  bool onDevice = false;
+  TSR_CHECK(executorPlace(comm.cudaDevice(), api, name, ptr, &onDevice));
   if (*seen && *device != onDevice)
     return TSR_FAIL(tsrInvalidUsage,
                     "%s: %s %p is %s memory but the other buffers are %s memory: A, B, C, bias "
                     "and gatheredA must all be host memory (host executor) or all device memory "
                     "(GPU kernels)",
-                    api, name, ptr, placeName(place), *device ? "device" : "host");
+                    api, name, ptr, onDevice ? "device" : "host", *device ? "device" : "host");
   *seen = true;
   *device = onDevice;
   return tsrSuccess;

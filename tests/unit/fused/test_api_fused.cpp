@@ -21,11 +21,13 @@
 #include <vector>
 
 #include "comm/handles.hpp"
+#include "core/datatype.hpp"
 #include "core/float_convert.hpp"
 #include "support/harness.hpp"
 #include "tessera/tessera.h"
 #include "tessera/tessera.hpp"
 #include "unit/collectives/test_api_common.hpp"
+#include "unit/fused/fused_test_ref.hpp"
 
 namespace tessera {
 namespace {
@@ -34,17 +36,11 @@ using apitest::ThreadComms;
 
 constexpr uint8_t kSentinel = 0x7b;
 
-size_t elemBytes(tsrDataType_t t) { return t == tsrFloat32 ? 4 : 2; }
+size_t elemBytes(tsrDataType_t t) { return tessera::dtypeSize(t); }
 
+// One element of a C/bias/A buffer of type `t`, exactly (fused_test_ref.hpp).
 double decode(tsrDataType_t t, const std::vector<uint8_t>& v, size_t i) {
-  if (t == tsrFloat32) {
-    float f;
-    std::memcpy(&f, v.data() + 4 * i, 4);
-    return f;
-  }
-  uint16_t h;
-  std::memcpy(&h, v.data() + 2 * i, 2);
-  return t == tsrFloat16 ? decodeFloat16(h) : decodeBFloat16(h);
+  return tessera::fusedtest::elementValue(t, v.data(), i);
 }
 
 void encode(tsrDataType_t t, std::vector<uint8_t>* v, size_t i, double x) {
