@@ -111,6 +111,12 @@ class DeviceFusedExecutor {
   virtual Result reserve(const FusedCall& call, void* stream) = 0;
   virtual uint64_t workspaceBytes() const = 0;
   virtual void setTileConfig(const TileConfig& cfg) = 0;
+  // The first failure of this rank's fused kernels (a wait past its deadline, or abort()), read
+  // without blocking: tsrSuccess while there is none. Any thread (tsrCommGetAsyncError).
+  virtual Result asyncError() = 0;
+  // Makes every wait of this rank's fused kernels give up now (tsrCommAbort), so the streams they
+  // hold go on; later calls fail. Any thread.
+  virtual void abort() = 0;
   // Whether this build has the GPU kernels, and if not, why not.
   static bool available(std::string* whyNot);
 };

@@ -63,6 +63,8 @@ class DeviceFusedEngine final : public DeviceFusedExecutor {
   Result reserve(const FusedCall& call, void* stream) override;
   uint64_t workspaceBytes() const override;
   void setTileConfig(const TileConfig& cfg) override { cfg_ = cfg; }
+  Result asyncError() override;
+  void abort() override;
 
  private:
   struct CallSetup {

@@ -209,13 +209,35 @@ Result DeviceFusedEngine::fail(Result code) {
 }
 
 Result DeviceFusedEngine::healthy() {
-  if (broken_ == tsrSuccess && errorHost_ != nullptr &&
-      __atomic_load_n(&errorHost_->code, __ATOMIC_ACQUIRE) != 0) {
+  const uint32_t code =
+      errorHost_ != nullptr ? __atomic_load_n(&errorHost_->code, __ATOMIC_ACQUIRE) : 0u;
+  if (broken_ == tsrSuccess && code == kFusedAborted) {
+    broken_ = tsrRemoteError;
+    brokenWhy_ = "rank " + std::to_string(o_.rank) +
+                 ": the communicator was aborted; its fused GPU executor is unusable";
+  } else if (broken_ == tsrSuccess && code != 0) {
     broken_ = tsrTimeout;
     brokenWhy_ = recordSentence(o_.rank, *errorHost_, o_.timeoutSeconds);
   }
   if (broken_ != tsrSuccess) return TSR_FAIL(broken_, "%s", brokenWhy_.c_str());
   return tsrSuccess;
+}
+
+Result DeviceFusedEngine::asyncError() {
+  // Only the record: broken_ belongs to the thread that makes calls.
+  const uint32_t code =
+      errorHost_ != nullptr ? __atomic_load_n(&errorHost_->code, __ATOMIC_ACQUIRE) : 0u;
+  if (code == 0) return tsrSuccess;
+  return code == kFusedAborted ? tsrRemoteError : tsrTimeout;
+}
+
+void DeviceFusedEngine::abort() {
+  // The kernels' waits poll the record's code and give up once it is not 0. A kernel that records
+  // a timeout at the same moment stores 1 over it: either way the waits stop and calls fail.
+  if (errorHost_ == nullptr) return;
+  uint32_t none = 0;
+  __atomic_compare_exchange_n(&errorHost_->code, &none, kFusedAborted, false, __ATOMIC_RELEASE,
+                              __ATOMIC_RELAXED);
 }
 
 Result DeviceFusedEngine::setup(const FusedCall& call, CallSetup* out) const {

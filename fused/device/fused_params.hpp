@@ -36,8 +36,10 @@ enum FusedOutType : uint32_t { kOutFloat32 = 0, kOutFloat16 = 1, kOutBfloat16 = 
 // The first wait of a rank's kernels that passed its deadline. Lives in mapped pinned host
 // memory, so the host reads it at the next call without synchronizing a stream; `code` is
 // written last (after a system fence), the fields before it.
+inline constexpr uint32_t kFusedAborted = 2;
+
 struct FusedErrorRecord {
-  uint32_t code;  // 0: none; 1: a wait timed out
+  uint32_t code;  // 0: none; 1: a wait timed out; kFusedAborted: the host aborted (tsrCommAbort)
   uint32_t kernel;
   uint32_t wait;
   int32_t peer;  // -1: several producers (a tile counter)

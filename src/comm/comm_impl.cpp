@@ -40,6 +40,7 @@ CommImpl::~CommImpl() {
   }
   // The fused executors and the engine (and its device executor: the resident grid stops, its
   // device memory is freed) go before the transports their workspaces and plans use.
+  fusedDevicePublished_.store(nullptr);
   fusedDevice_.reset();
   fusedHost_.reset();
   enginePublished_.store(nullptr);
@@ -243,7 +244,9 @@ Result CommImpl::asyncError() const {
   Result r = asyncError_.load();
   if (r != tsrSuccess) return r;
   CollectiveEngine* engine = enginePublished_.load(std::memory_order_acquire);
-  return engine != nullptr ? engine->deviceError() : tsrSuccess;
+  if (engine != nullptr && (r = engine->deviceError()) != tsrSuccess) return r;
+  fused::DeviceFusedExecutor* fusedDevice = fusedDevicePublished_.load(std::memory_order_acquire);
+  return fusedDevice != nullptr ? fusedDevice->asyncError() : tsrSuccess;
 }
 
 void CommImpl::abort() {
@@ -252,6 +255,8 @@ void CommImpl::abort() {
   // on, before the transports under it are torn down.
   if (CollectiveEngine* engine = enginePublished_.load(std::memory_order_acquire))
     engine->abortDevice();
+  if (fused::DeviceFusedExecutor* fd = fusedDevicePublished_.load(std::memory_order_acquire))
+    fd->abort();
   if (cancelFd_ >= 0) {
     uint64_t one = 1;
     ssize_t ignored = write(cancelFd_, &one, sizeof(one));

@@ -163,6 +163,9 @@ class CommImpl {
   std::mutex fusedMutex_;
   std::unique_ptr<fused::HostFusedExecutor> fusedHost_;
   std::unique_ptr<fused::DeviceFusedExecutor> fusedDevice_;
+  // fusedDevice_.get() once made, for asyncError() and abort() (which must not wait for
+  // fusedMutex_, held while a call sets up its workspace with the peers).
+  std::atomic<fused::DeviceFusedExecutor*> fusedDevicePublished_{nullptr};
 
   mutable std::mutex redOpMutex_;
   std::vector<std::unique_ptr<RedOpDesc>> userOps_;  // index i <-> handle tsrNumOps + i

@@ -221,6 +221,7 @@ Result CommImpl::fusedDevice(fused::DeviceFusedExecutor** out) {
   std::lock_guard<std::mutex> lock(fusedMutex_);
   if (!fusedDevice_) {
     TSR_CHECK(makeDevice(*this, "fused setup", &fusedDevice_));
+    fusedDevicePublished_.store(fusedDevice_.get(), std::memory_order_release);
     TSR_INFO("comm %016llx rank %d: fused device executor ready on GPU %d",
              static_cast<unsigned long long>(commHash_), rank(), device_);
   }
@@ -228,7 +229,7 @@ Result CommImpl::fusedDevice(fused::DeviceFusedExecutor** out) {
   return tsrSuccess;
 }
 
-// Entry points of the C API (declared in c_api.cpp).
+// Entry points of the C API (fused_api.hpp).
 Result fusedApiCall(Communicator& comm, const char* api, tsrFusedOp_t op, const void* a,
                     const void* b, const void* bias, void* c, void* gatheredA, size_t m, size_t n,
                     size_t k, tsrDataType_t inType, tsrDataType_t outType, int flags,

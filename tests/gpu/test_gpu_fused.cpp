@@ -18,10 +18,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/build_config.hpp"
@@ -416,6 +418,69 @@ TEST(GpuFused, RefusesWhatTheKernelsCannotDo) {
     res = ex->reserve(call, nullptr);
     TT_CHECK(res == tsrInvalidUsage && std::strstr(lastErrorMessage(), "differs"),
              "mismatched M gave %s: %s", resultName(res), lastErrorMessage());
+    return "";
+  };
+  test::RankOptions options;
+  options.cudaDevice = 0;
+  options.timeoutSeconds = kSeconds;
+  test::expectAllRanksOk(test::runTransportRanks(test::RankMode::kThreads, 2, body, options));
+}
+
+// A peer that never makes its call: rank 0's kernels wait for it, and abort() (tsrCommAbort) makes
+// them give up long before their deadline, so the stream they hold goes on; asyncError() then
+// says aborted and later calls fail.
+TEST(GpuFused, AbortReleasesAStreamWaitingForAMissingPeer) {
+  TSR_SKIP_WITHOUT_GPU();
+  std::string why;
+  if (!fused::DeviceFusedExecutor::available(&why)) GTEST_SKIP() << why;
+  auto body = [](TransportContext& ctx) -> std::string {
+    const int r = ctx.rank();
+    TF_STR(useGpu0());
+    fused::FusedOptions o;
+    o.transports = &ctx;
+    o.rank = r;
+    o.nranks = ctx.nranks();
+    o.timeoutSeconds = 30;  // far beyond the test's own wait: only abort() can end it in time
+    o.cudaDevice = 0;
+    std::unique_ptr<fused::DeviceFusedExecutor> ex;
+    TT_CHECK_OK(fused::DeviceFusedExecutor::create(o, &ex));
+    void* mem = nullptr;
+    TF_STR(deviceAlloc(8 << 20, &mem));
+    Buffers own;  // frees `mem`
+    own.a = mem;
+    TF_STR(fill(mem, 0, 8 << 20, nullptr));
+    TF_STR(streamWait(nullptr, kSeconds));
+    fused::FusedCall call;
+    call.op = FusedOp::kGemmReduceScatter;
+    call.a = mem;
+    call.b = static_cast<char*>(mem) + (2 << 20);
+    call.c = static_cast<char*>(mem) + (4 << 20);
+    call.shape = {256, 128, 64};
+    call.inType = tsrBfloat16;
+    call.outType = tsrFloat32;
+    TT_CHECK_OK(ex->reserve(call, nullptr));  // collective: both ranks
+    // Rank 1 never makes the call, but keeps its workspace (rank 0's GEMM stores into it) until
+    // rank 0 is through.
+    if (r == 1) {
+      TT_CHECK_OK(ctx.bootstrap().barrier());
+      return "";
+    }
+    void* stream = nullptr;
+    TF_STR(streamCreate(&stream));
+    TT_CHECK_OK(ex->enqueue(call, stream));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    TT_CHECK(ex->asyncError() == tsrSuccess, "asyncError before abort: %s",
+             resultName(ex->asyncError()));
+    ex->abort();
+    std::string waited = streamWait(stream, 10);
+    streamDestroy(stream);
+    TT_CHECK(waited.empty(), "the stream did not go on within 10 s of abort(): %s", waited.c_str());
+    TT_CHECK(ex->asyncError() == tsrRemoteError, "asyncError after abort: %s",
+             resultName(ex->asyncError()));
+    const Result again = ex->enqueue(call, nullptr);
+    TT_CHECK(again == tsrRemoteError, "a call after abort gave %s: %s", resultName(again),
+             lastErrorMessage());
+    TT_CHECK_OK(ctx.bootstrap().barrier());
     return "";
   };
   test::RankOptions options;
