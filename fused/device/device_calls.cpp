@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/datatype.hpp"
+#include "core/env.hpp"
 #include "fused/device/cuda_check.hpp"
 #include "fused/device/device_engine.hpp"
 #include "fused/device/kernels.hpp"
@@ -12,10 +13,46 @@
 
 namespace tessera::fused {
 namespace {
+constexpr Subsys kLogSubsys = Subsys::kFused;
+
 uint32_t outTypeCode(tsrDataType_t t) {
   return t == tsrFloat16 ? kOutFloat16 : t == tsrBfloat16 ? kOutBfloat16 : kOutFloat32;
 }
+
+// The sm_90a GEMM where init chose it and the shape suits its TMA coordinates, else the sm80 one
+// (init loaded both there, and sized the grid for the larger of the two).
+Result launchGemm(const FusedParams& p, bool bf16, uint32_t ctas, bool sm90, void* stream) {
+#if defined(TESSERA_FUSED_HAVE_SM90)
+  if (sm90 && gemmSm90Fits(p)) return launchFusedGemmSm90(p, bf16, ctas, stream);
+#else
+  (void)sm90;
+#endif
+  return launchFusedGemm(p, bf16, ctas, stream);
+}
 }  // namespace
+
+Result gemmSm90For(int device, bool* use) {
+  *use = false;
+#if defined(TESSERA_FUSED_HAVE_SM90)
+  bool wanted = true;
+  TSR_CHECK(envBool("TESSERA_FUSED_SM90", &wanted));
+  if (!wanted) return tsrSuccess;
+  int major = 0, minor = 0;
+  cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  if (e == cudaSuccess)
+    e = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+  if (e != cudaSuccess)
+    return TSR_FAIL(tsrUnhandledCudaError,
+                    "reading CUDA device %d's compute capability (to pick the fused GEMM) failed: "
+                    "%s",
+                    device, cudaErrorText(e).c_str());
+  // Arch-specific sm_90a code loads on compute capability 9.0 only.
+  *use = major == 9 && minor == 0;
+#else
+  (void)device;
+#endif
+  return tsrSuccess;
+}
 
 FusedParams DeviceFusedEngine::params(const FusedCall& call, const CallSetup& cs) const {
   FusedParams p{};
@@ -64,7 +101,7 @@ Result DeviceFusedEngine::launchReduceCall(const FusedCall& call, const CallSetu
                                            void* stream) {
   const FusedParams p = params(call, cs);
   const uint32_t ctps = cs.sched.commTilesPerSegment();
-  TSR_CHECK(launchFusedGemm(p, call.inType == tsrBfloat16, gemmCtas(cs), stream));
+  TSR_CHECK(launchGemm(p, call.inType == tsrBfloat16, gemmCtas(cs), sm90_, stream));
   TSR_CHECK(launchFusedReduce(p, smallCtas(ctps), stream));
   if (call.op == FusedOp::kGemmAllReduce)
     TSR_CHECK(launchFusedGatherCopy(p, smallCtas(static_cast<uint64_t>(o_.nranks) * ctps), stream));
@@ -86,7 +123,7 @@ Result DeviceFusedEngine::launchAllGatherCall(const FusedCall& call, const CallS
     TSR_CHECK(launchFusedShardSend(
         p, smallCtas(static_cast<uint64_t>(o_.nranks) * cs.sched.commTilesM), side_));
   TSR_CHECK(cudaCheck(cudaEventRecord(asEvent(join_), asStream(side_)), rank, "cudaEventRecord"));
-  TSR_CHECK(launchFusedGemm(p, call.inType == tsrBfloat16, gemmCtas(cs), stream));
+  TSR_CHECK(launchGemm(p, call.inType == tsrBfloat16, gemmCtas(cs), sm90_, stream));
   TSR_CHECK(cudaCheck(cudaStreamWaitEvent(asStream(stream), asEvent(join_), 0), rank,
                       "cudaStreamWaitEvent"));
   if (call.gatheredA != nullptr) {

@@ -118,6 +118,7 @@ class DeviceFusedEngine final : public DeviceFusedExecutor {
   bool haveLayout_ = false;
   DeviceLayoutKey key_{};
   WorkspaceLayout layout_{};
+  bool sm90_ = false;     // init chose the sm_90a GEMM (gemmSm90For); launches follow it
   uint64_t calls_ = 0;    // since the last re-baseline
   bool started_ = false;  // some call got past ensureLayout (its kernels may reach peers)
 

@@ -103,6 +103,19 @@ Result DeviceFusedEngine::init() {
   TSR_CHECK(cudaCheck(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev), rank,
                       "cudaDeviceGetAttribute"));
   TSR_CHECK(prepareGemmKernels(&gemmPerSm_));
+  TSR_CHECK(gemmSm90For(dev, &sm90_));
+  const bool sm90 = sm90_;
+#if defined(TESSERA_FUSED_HAVE_SM90)
+  if (sm90) {
+    // Both GEMMs stay loaded (shapes past the sm90 one's TMA limits take the sm80 one), so the
+    // grid size, which the deadlock rule derives from CTAs per SM, must suit both.
+    int sm90PerSm = 0;
+    TSR_CHECK(prepareGemmKernelsSm90(&sm90PerSm));
+    gemmPerSm_ = std::min(gemmPerSm_, sm90PerSm);
+  }
+#endif
+  TSR_INFO("rank %d: fused GEMM on CUDA device %d (%d.%d): %s, %d CTAs per SM", rank, dev, major,
+           minor, sm90 ? "sm90 (TMA + wgmma)" : "sm80 (mma.sync)", gemmPerSm_);
   TSR_CHECK(prepareCommKernels());
 
   cudaStream_t side = nullptr;

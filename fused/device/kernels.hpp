@@ -28,6 +28,18 @@ Result prepareCommKernels();
 
 // Persistent GEMM over every tile of p.sched; bf16 or fp16 inputs.
 Result launchFusedGemm(const FusedParams& p, bool bf16, uint32_t ctas, void* stream);
+
+// The same GEMM for compute capability 9.0 (gemm_sm90.cu: TMA loads and wgmma in a warp-specialized
+// pipeline), in builds with TESSERA_FUSED_HAVE_SM90 (CUTLASS and 90 among TESSERA_CUDA_ARCHS; the
+// file is compiled for sm_90a only). gemmSm90Fits: whether p's extents suit its 32-bit TMA
+// coordinates (else the executor runs launchFusedGemm).
+Result prepareGemmKernelsSm90(int* ctasPerSm);
+Result launchFusedGemmSm90(const FusedParams& p, bool bf16, uint32_t ctas, void* stream);
+bool gemmSm90Fits(const FusedParams& p);
+// Whether fused calls on CUDA device `device` run the sm_90a GEMM: built in, compute capability
+// 9.0, and TESSERA_FUSED_SM90 not 0. An executor asks once, at init, and keeps the answer, so
+// which kernels it loaded (and its CTAs per SM) and what it launches always agree.
+Result gemmSm90For(int device, bool* use);
 // ReduceScatter / AllReduce: the owner's sums of the partials, per communication tile.
 Result launchFusedReduce(const FusedParams& p, uint32_t ctas, void* stream);
 // AllReduce: the reduced tiles of every segment from the gather region into C.

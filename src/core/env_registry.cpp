@@ -107,6 +107,11 @@ constexpr EnvVarInfo kRegistry[] = {
      "threads per CTA of the device executor (a multiple of 32, at most 256: the kernels' launch "
      "bound)",
      nullptr, 32, 256, nullptr},
+    {"TESSERA_FUSED_SM90", EnvType::kBool, "1",
+     "the fused GEMM on compute capability 9.x GPUs: 1 runs the TMA/wgmma kernel (built where "
+     "TESSERA_CUDA_ARCHS has 90), 0 the mma.sync kernel every GPU runs; read when a fused GPU "
+     "executor is made",
+     nullptr, 0, 0, nullptr},
     {"TESSERA_FUSED_TILE_M", EnvType::kInt, "0",
      "rows of the fused ops' GEMM tile (0: the executor's default, 64 on the host, 128 on the "
      "GPU; the GPU kernels accept only the sizes they were compiled for)",
