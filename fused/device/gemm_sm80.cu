@@ -31,6 +31,7 @@
 
 #include "core/build_config.hpp"
 #include "fused/device/device_sync.cuh"
+#include "fused/device/gemm_epilogue.cuh"
 #include "fused/device/kernels.hpp"
 #include "transport/cuda_ipc/cuda_util.hpp"
 
@@ -95,53 +96,8 @@ __device__ inline void copy16(const void* src, void* dst, bool valid) {
       *static_cast<const cute::uint128_t*>(src), *static_cast<cute::uint128_t*>(dst), valid);
 }
 
-template <class Out>
-__device__ inline Out fromFloat(float v);
-template <>
-__device__ inline float fromFloat<float>(float v) {
-  return v;
-}
-template <>
-__device__ inline __half fromFloat<__half>(float v) {
-  return __float2half_rn(v);
-}
-template <>
-__device__ inline __nv_bfloat16 fromFloat<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-__device__ inline float toFloat(float v) { return v; }
-__device__ inline float toFloat(__half v) { return __half2float(v); }
-__device__ inline float toFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-// One thread: whether the tile's inputs and destination are ready (see the file comment).
-__device__ bool tileReady(const FusedParams& p, const TileCoord& tc, uint64_t call) {
-  if (p.sched.op == FusedOp::kAllGatherGemm) {
-    if (tc.segment == p.rank) return true;
-    const uint32_t chunk = tc.tileRow / p.sched.cfg.commM;
-    const uint64_t consumed = *wordAt(p.ws, p.layout.gatherConsumedAt(tc.segment, chunk));
-    return waitWord(p, wordAt(p.ws, p.layout.gatherFlag(tc.segment, chunk)), consumed + 1,
-                    kKernelGemm, kWaitGatherFlag, static_cast<int32_t>(tc.segment), chunk, call);
-  }
-  return waitWord(p, wordAt(p.ws, p.layout.doneOf(tc.segment)), call, kKernelGemm, kWaitDone,
-                  static_cast<int32_t>(tc.segment), tc.segment, call);
-}
-
-// AllGather: C (+ bias) in the output type, straight into the user's C.
-template <class Out, class Acc, class Coords>
-__device__ void storeC(const FusedParams& p, const TileCoord& tc, const Acc& acc,
-                       const Coords& coords) {
-  Out* c = static_cast<Out*>(p.c);
-  const Out* bias = static_cast<const Out*>(p.bias);
-  const uint64_t ldc = p.sched.cols;
-  CUTE_UNROLL
-  for (int i = 0; i < cute::size(acc); ++i) {
-    const uint32_t r = cute::get<0>(coords(i)), col = cute::get<1>(coords(i));
-    if (r >= tc.rows || col >= tc.cols) continue;
-    float v = acc(i);
-    if (bias != nullptr) v += toFloat(bias[tc.col0 + col]);
-    c[(tc.row0 + r) * ldc + tc.col0 + col] = fromFloat<Out>(v);
-  }
-}
+using tile_epilogue::storeC;
+using tile_epilogue::tileReady;
 
 // ReduceScatter / AllReduce: the float partial into the owner's slot, tile-contiguous.
 template <class Acc, class Coords>
