@@ -328,8 +328,9 @@ Result launchTyped(const FusedParams& p, uint32_t ctas, cudaStream_t stream) {
 }  // namespace
 
 bool gemmSm90Fits(const FusedParams& p) {
-  // TMA coordinates and extents are 32-bit signed here; the sm80 path takes anything else.
-  constexpr uint64_t kLimit = uint64_t{1} << 31;
+  // TMA coordinates and extents are 32-bit signed here, and the kernel rounds K and a tile's rows
+  // up by up to a tile (k + 63, row0 + 127): the sm80 path takes anything closer to 2^31.
+  constexpr uint64_t kLimit = (uint64_t{1} << 31) - 128;
   return p.sched.segmentRows * p.sched.nranks < kLimit && p.sched.cols < kLimit && p.k < kLimit;
 }
 
