@@ -65,7 +65,19 @@ HostFusedEngine::HostFusedEngine(const FusedOptions& options)
       timeout_(options.timeoutSeconds),
       cfg_(hostTileConfig()) {}
 
-HostFusedEngine::~HostFusedEngine() = default;
+HostFusedEngine::~HostFusedEngine() {
+  // A peer's last write into this workspace in a call is its end-of-call credit (done[peer]). Wait,
+  // within the deadline, until every peer's credits count every call, so that no peer's put or
+  // atomic add reaches freed memory (over ucx, its flush would then fail at the peer). After a
+  // failure the counts no longer agree, and a peer that died never sends them: free at once.
+  if (!mem_ || !haveLayout_ || callIndex_ == 0 || broken_ != tsrSuccess) return;
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    if (waitAtLeast(layout_.doneOf(static_cast<uint32_t>(p)), callIndex_, p,
+                    "peer %d's end-of-call credits before its workspace is freed", p) != tsrSuccess)
+      break;
+  }
+}
 
 uint64_t HostFusedEngine::workspaceBytes() const { return mem_ ? mem_->size() : 0; }
 
