@@ -78,6 +78,9 @@ class DeviceFusedEngine final : public DeviceFusedExecutor {
   Result healthy();                         // the sticky failure, or a timeout the kernels recorded
   Result notCapturing(void* stream) const;  // graph capture is refused (not verified)
   Result ensureLayout(const CallSetup& cs);
+  // What a call does before it launches (and all reserve does): the sticky failure, the call's
+  // setup, no graph capture, the layout agreed with every rank.
+  Result prepareCall(const FusedCall& call, void* stream, CallSetup* cs);
   Result rebaseline(const CallSetup& cs, bool grow);  // after every rank agreed
   Result connectPeers();
   Result waitLastCall(const char* why);

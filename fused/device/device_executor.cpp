@@ -459,13 +459,10 @@ Result DeviceFusedEngine::rebaseline(const CallSetup& cs, bool grow) {
 }
 
 Result DeviceFusedEngine::enqueue(const FusedCall& call, void* stream) {
-  TSR_CHECK(healthy());
   CallSetup cs{};
-  TSR_CHECK(setup(call, &cs));
+  TSR_CHECK(prepareCall(call, stream, &cs));
   CudaDeviceGuard guard(o_.cudaDevice);
   TSR_CHECK(cudaCheck(guard.status(), o_.rank, "making the fused executor's GPU current"));
-  TSR_CHECK(notCapturing(stream));
-  TSR_CHECK(ensureLayout(cs));
   started_ = true;
   Result r = call.op == FusedOp::kAllGatherGemm ? launchAllGatherCall(call, cs, stream)
                                                 : launchReduceCall(call, cs, stream);
@@ -480,13 +477,17 @@ Result DeviceFusedEngine::enqueue(const FusedCall& call, void* stream) {
 }
 
 Result DeviceFusedEngine::reserve(const FusedCall& call, void* stream) {
-  TSR_CHECK(healthy());
   CallSetup cs{};
-  TSR_CHECK(setup(call, &cs));
+  return prepareCall(call, stream, &cs);
+}
+
+Result DeviceFusedEngine::prepareCall(const FusedCall& call, void* stream, CallSetup* cs) {
+  TSR_CHECK(healthy());
+  TSR_CHECK(setup(call, cs));
   CudaDeviceGuard guard(o_.cudaDevice);
   TSR_CHECK(cudaCheck(guard.status(), o_.rank, "making the fused executor's GPU current"));
   TSR_CHECK(notCapturing(stream));
-  return ensureLayout(cs);
+  return ensureLayout(*cs);
 }
 
 }  // namespace tessera::fused

@@ -48,6 +48,15 @@ __device__ inline bool tileReady(const FusedParams& p, const TileCoord& tc, uint
                   static_cast<int32_t>(tc.segment), tc.segment, call);
 }
 
+// ReduceScatter / AllReduce: where this rank's float partial of tile `tc` goes in the owner's
+// workspace (slot [rank], or the shared slot 0 when accumulating atomically), tile-contiguous with
+// leading dimension kDeviceTileN.
+__device__ inline float* partialDestination(const FusedParams& p, const TileCoord& tc) {
+  const uint64_t tileIndex = static_cast<uint64_t>(tc.tileRow) * p.sched.tilesN + tc.tileCol;
+  return reinterpret_cast<float*>(p.peerWs[tc.segment] +
+                                  p.layout.partialTile(p.atomic != 0 ? 0u : p.rank, tileIndex));
+}
+
 // AllGather: C (+ bias) in the output type, straight into the user's C, element by element (C and
 // bias are only element-aligned). `coords(i)` is accumulator i's (row, column) in the tile.
 template <class Out, class Acc, class Coords>

@@ -103,10 +103,7 @@ using tile_epilogue::tileReady;
 template <class Acc, class Coords>
 __device__ void storePartial(const FusedParams& p, const TileCoord& tc, const Acc& acc,
                              const Coords& coords) {
-  const uint64_t tileIndex = static_cast<uint64_t>(tc.tileRow) * p.sched.tilesN + tc.tileCol;
-  char* owner = p.peerWs[tc.segment];
-  float* dst = reinterpret_cast<float*>(
-      owner + p.layout.partialTile(p.atomic != 0 ? 0u : p.rank, tileIndex));
+  float* dst = tile_epilogue::partialDestination(p, tc);
   CUTE_UNROLL
   for (int i = 0; i < cute::size(acc); ++i) {
     const uint32_t r = cute::get<0>(coords(i)), col = cute::get<1>(coords(i));

@@ -117,10 +117,7 @@ using tile_epilogue::tileReady;
 template <class Acc, class Coords>
 __device__ void storePartial(const FusedParams& p, const TileCoord& tc, const Acc& acc,
                              const Coords& coords) {
-  const uint64_t tileIndex = static_cast<uint64_t>(tc.tileRow) * p.sched.tilesN + tc.tileCol;
-  char* owner = p.peerWs[tc.segment];
-  float* dst = reinterpret_cast<float*>(
-      owner + p.layout.partialTile(p.atomic != 0 ? 0u : p.rank, tileIndex));
+  float* dst = tile_epilogue::partialDestination(p, tc);
   static_assert(cute::size(Acc{}) % 2 == 0);
   CUTE_UNROLL
   for (int i = 0; i < cute::size(acc); i += 2) {

@@ -276,18 +276,25 @@ std::string runSub(fused::DeviceFusedExecutor& ex, FusedOp op, int r, int n, con
   return "";
 }
 
-std::string rankBody(TransportContext& ctx, FusedOp op, const std::vector<Sub>& subs,
-                     const std::vector<SubData>& data) {
-  const int r = ctx.rank(), n = ctx.nranks();
+// This rank's fused GPU executor on GPU 0, whose waits last `seconds`.
+std::string makeExecutor(TransportContext& ctx, double seconds,
+                         std::unique_ptr<fused::DeviceFusedExecutor>* ex) {
   TF_STR(useGpu0());
   fused::FusedOptions o;
   o.transports = &ctx;
-  o.rank = r;
-  o.nranks = n;
-  o.timeoutSeconds = kExecutorSeconds;
+  o.rank = ctx.rank();
+  o.nranks = ctx.nranks();
+  o.timeoutSeconds = seconds;
   o.cudaDevice = 0;
+  TT_CHECK_OK(fused::DeviceFusedExecutor::create(o, ex));
+  return "";
+}
+
+std::string rankBody(TransportContext& ctx, FusedOp op, const std::vector<Sub>& subs,
+                     const std::vector<SubData>& data) {
+  const int r = ctx.rank(), n = ctx.nranks();
   std::unique_ptr<fused::DeviceFusedExecutor> ex;
-  TT_CHECK_OK(fused::DeviceFusedExecutor::create(o, &ex));
+  TF_STR(makeExecutor(ctx, kExecutorSeconds, &ex));
   void* stream = nullptr;
   TF_STR(streamCreate(&stream));
   // Every buffer exists before any rank's first kernel: freeing or allocating device memory may
@@ -385,15 +392,8 @@ TEST(GpuFused, RefusesWhatTheKernelsCannotDo) {
   if (!fused::DeviceFusedExecutor::available(&why)) GTEST_SKIP() << why;
   auto body = [](TransportContext& ctx) -> std::string {
     const int r = ctx.rank();
-    TF_STR(useGpu0());
-    fused::FusedOptions o;
-    o.transports = &ctx;
-    o.rank = r;
-    o.nranks = ctx.nranks();
-    o.timeoutSeconds = kExecutorSeconds;
-    o.cudaDevice = 0;
     std::unique_ptr<fused::DeviceFusedExecutor> ex;
-    TT_CHECK_OK(fused::DeviceFusedExecutor::create(o, &ex));
+    TF_STR(makeExecutor(ctx, kExecutorSeconds, &ex));
     void* mem = nullptr;
     TF_STR(deviceAlloc(1 << 20, &mem));
     Buffers own;  // frees `mem`
@@ -435,15 +435,9 @@ TEST(GpuFused, AbortReleasesAStreamWaitingForAMissingPeer) {
   if (!fused::DeviceFusedExecutor::available(&why)) GTEST_SKIP() << why;
   auto body = [](TransportContext& ctx) -> std::string {
     const int r = ctx.rank();
-    TF_STR(useGpu0());
-    fused::FusedOptions o;
-    o.transports = &ctx;
-    o.rank = r;
-    o.nranks = ctx.nranks();
-    o.timeoutSeconds = 30;  // far beyond the test's own wait: only abort() can end it in time
-    o.cudaDevice = 0;
     std::unique_ptr<fused::DeviceFusedExecutor> ex;
-    TT_CHECK_OK(fused::DeviceFusedExecutor::create(o, &ex));
+    // Waits far beyond the test's own: only abort() can end them in time.
+    TF_STR(makeExecutor(ctx, 30, &ex));
     void* mem = nullptr;
     TF_STR(deviceAlloc(8 << 20, &mem));
     Buffers own;  // frees `mem`
