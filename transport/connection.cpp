@@ -173,7 +173,9 @@ Result HostMappedConnection::doAtomicAdd(const RemoteMemory& dst, size_t offset,
   if (!hostAccessible(dst.kind()))
     return fail(tsrInvalidUsage, "atomicAdd on cuda memory needs a GPU transport");
   auto* word = reinterpret_cast<uint64_t*>(static_cast<char*>(dst.mapped()) + offset);
-  __atomic_fetch_add(word, value, __ATOMIC_RELEASE);
+  // Sequentially consistent (on x86-64 the same locked add as release): a semaphore's signaller
+  // reads the waiter's parked flag after it (semaphore_device.hpp).
+  __atomic_fetch_add(word, value, __ATOMIC_SEQ_CST);
   return tsrSuccess;
 }
 

@@ -1,5 +1,6 @@
 #include "transport/semaphore.hpp"
 
+#include "core/park.hpp"
 #include "transport/context_state.hpp"
 #include "transport/cuda_ipc/cuda_memory.hpp"
 
@@ -28,9 +29,30 @@ Semaphore::Semaphore(uint32_t id, std::shared_ptr<Connection> connection,
     : id_(id),
       connection_(std::move(connection)),
       local_(std::move(local)),
-      remote_(std::move(remote)) {}
+      remote_(std::move(remote)) {
+  TransportKind k = connection_->kind();
+  parkable_ = local_->kind() == MemoryKind::kHost &&
+              (k == TransportKind::kInproc || k == TransportKind::kShm);
+}
 
-Result Semaphore::signal() { return connection_->atomicAdd(*remote_, kInboundOffset, 1); }
+Result Semaphore::signal() {
+  TSR_CHECK(connection_->atomicAdd(*remote_, kInboundOffset, 1));
+  // The add was sequentially consistent (HostMappedConnection::doAtomicAdd); a peer that parked
+  // on its counter raised the flag next to it.
+  if (parkable_ && remote_->mapped() != nullptr)
+    device::hostWakeParked(
+        reinterpret_cast<uint64_t*>(static_cast<char*>(remote_->mapped()) + kInboundOffset),
+        reinterpret_cast<uint32_t*>(static_cast<char*>(remote_->mapped()) + kParkedOffset));
+  return tsrSuccess;
+}
+
+bool Semaphore::parkable(const uint32_t** word, uint32_t** parked) const {
+  if (!parkable_) return false;
+  auto* counter = reinterpret_cast<uint64_t*>(static_cast<char*>(local_->data()) + kInboundOffset);
+  *word = device::counterFutexWord(counter);
+  *parked = device::counterParkedFlag(counter);
+  return true;
+}
 
 uint64_t Semaphore::received() const {
   uint64_t v = 0;
@@ -60,13 +82,29 @@ Result Semaphore::wait(double timeoutSeconds) {
   TSR_CHECK(loadWord(*local_, kExpectedOffset, &used));
   uint64_t want = used + 1;
   auto lastCheck = Clock::now();
+  HostWaiter waiter;
+  ParkSet park;
+  const uint32_t* word = nullptr;
+  uint32_t* parked = nullptr;
+  if (waitSettings().park && parkable(&word, &parked)) park.add(word, parked);
   for (uint32_t iter = 0;; ++iter) {
     TSR_CHECK(loadWord(*local_, kInboundOffset, &have));
     if (have >= want) return storeWord(*local_, kExpectedOffset, want);
     connection_->progress();
     if ((iter & 31) != 31) {
-      device::backoff(iter);
-      continue;
+      if (waiter.idle() == WaitStep::kPoll) continue;
+      if (park.empty()) {
+        waiter.nap();
+        continue;
+      }
+      park.arm();
+      TSR_CHECK(loadWord(*local_, kInboundOffset, &have));
+      if (have >= want) {
+        park.disarm();
+        continue;
+      }
+      park.sleep(parkSliceNs(deadline));
+      // Then the checks below, as after every 32 polls.
     }
     if (ctx.aborted.load(std::memory_order_acquire))
       return TSR_FAIL(tsrRemoteError,
@@ -90,7 +128,6 @@ Result Semaphore::wait(double timeoutSeconds) {
                       "%s; %llu arrived",
                       ctx.rank, seconds, id_, static_cast<unsigned long long>(want), peer(),
                       transportName(connection_->kind()), static_cast<unsigned long long>(have));
-    device::backoff(iter);
   }
 }
 
@@ -102,6 +139,10 @@ device::SemaphoreDeviceHandle Semaphore::deviceHandle() const {
   h.remoteInbound =
       remote_->mapped()
           ? reinterpret_cast<uint64_t*>(static_cast<char*>(remote_->mapped()) + kInboundOffset)
+          : nullptr;
+  h.remoteParked =
+      parkable_ && remote_->mapped()
+          ? reinterpret_cast<uint32_t*>(static_cast<char*>(remote_->mapped()) + kParkedOffset)
           : nullptr;
   return h;
 }

@@ -1,8 +1,9 @@
 // A semaphore between this rank and one peer (DESIGN.md, "Transport", "Memory ordering"): each
 // side has a 64-bit inbound counter in its own registered memory that only the peer adds to.
 // signal() adds one to the peer's counter after the data it covers; wait() consumes the next
-// signal, polling with acquire and backing off from spin to yield to sleep, until the deadline,
-// then fails with tsrTimeout naming rank, peer and semaphore. Counters only grow.
+// signal, polling with acquire, spinning and then parking (src/core/park.hpp) where the peer wakes
+// sleepers, until the deadline, then fails with tsrTimeout naming rank, peer and semaphore.
+// Counters only grow.
 //
 // On a mapping connection the peer's counter is mapped and the device handle signals directly
 // (a memory semaphore); otherwise signal is the connection's atomicAdd (a port semaphore, whose
@@ -42,10 +43,15 @@ class Semaphore {
   uint64_t received() const;
   // Signals this side has consumed.
   uint64_t consumed() const;
+  // Whether a host thread waiting for this semaphore's next signal may park: the counter is in
+  // host memory and the peer signals it from a host thread over a mapping (inproc, shm), which
+  // wakes parked waiters. Then *word and *parked are the futex word and flag to park on.
+  bool parkable(const uint32_t** word, uint32_t** parked) const;
 
   // The counter's offset inside the registered memory, for a proxy's atomicAdd.
   static constexpr size_t kInboundOffset = 0;
   static constexpr size_t kExpectedOffset = 8;
+  static constexpr size_t kParkedOffset = device::kSemaphoreParkedOffset;
   static constexpr size_t kBytes = 64;
 
   device::SemaphoreDeviceHandle deviceHandle() const;
@@ -55,6 +61,7 @@ class Semaphore {
   std::shared_ptr<Connection> connection_;
   std::shared_ptr<Memory> local_;
   std::shared_ptr<RemoteMemory> remote_;
+  bool parkable_ = false;
 };
 
 }  // namespace tessera

@@ -25,6 +25,7 @@
 
 namespace tessera {
 
+class ParkSet;
 class TransportContext;
 
 // One collective call. `count` is the API's count: allreduce, broadcast, reduce: elements of
@@ -67,10 +68,18 @@ class Operation {
   virtual Result progress(bool* done) = 0;
   // For error sentences: "allreduce ring n=4 count=1024 float32 sum (call 17)".
   virtual std::string describe() const = 0;
+  // For a thread about to park (runOperations, src/core/park.hpp): adds the futex words whose
+  // change would let the operation move (the semaphores it waits on) and returns true; false
+  // when something it waits for wakes no sleeper (a transport that does not map memory, device
+  // memory), so the thread must poll. An operation waiting for its turn adds nothing: the one
+  // ahead of it runs in the same set.
+  virtual bool parkWords(ParkSet* /*set*/) const { return false; }
 };
 
-// Progresses every operation round-robin until all are done, backing off (spin, yield, sleep)
-// when none moved; tsrTimeout naming the operations still pending after `timeoutSeconds`.
+// Progresses every operation round-robin until all are done; when none moved, the thread waits as
+// src/core/park.hpp says (spin on a core of its own, park on the operations' semaphores when the
+// core is shared or the wait is long, poll with a bounded backoff where it cannot park);
+// tsrTimeout naming the operations still pending after `timeoutSeconds`.
 Result runOperations(const std::vector<Operation*>& ops, double timeoutSeconds);
 // The same for one operation (a call outside a group: no container to build).
 Result runOperation(Operation* op, double timeoutSeconds);

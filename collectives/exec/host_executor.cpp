@@ -10,10 +10,18 @@
 #include "collectives/exec/host_backend.hpp"
 #include "collectives/exec/reduce_kernels.hpp"
 #include "core/datatype.hpp"
+#include "core/park.hpp"
 
 namespace tessera {
 namespace {
 constexpr Subsys kLogSubsys = Subsys::kColl;
+
+// Adds the semaphore's futex word; false when its signaller wakes no sleeper or the set is full.
+bool addPark(const Semaphore& s, ParkSet* set) {
+  const uint32_t* word = nullptr;
+  uint32_t* parked = nullptr;
+  return s.parkable(&word, &parked) && set->add(word, parked);
+}
 
 // Recycles the memory of finished operations on the thread that frees them: a small call then
 // costs no malloc (the Operation is the only allocation of a call, engine.hpp).
@@ -126,6 +134,30 @@ class CollOperation final : public ExecOperation {
       TSR_CHECK(bp.peers[static_cast<size_t>(s.peerSlot)].connection->peerStatus());
     }
     return tsrSuccess;
+  }
+
+  bool parkWords(ParkSet* set) const override {
+    if (phase_ == kDone || phase_ == kFailed || !e_->myTurn(seq_)) return true;
+    if (phase_ == kHandshake) {
+      const auto& links = e_->control().links;
+      for (size_t p = 0; p < links.size(); ++p)
+        if (links[p].semaphore && (have_.empty() || !have_[p]) &&
+            !addPark(*links[p].semaphore, set))
+          return false;
+      return true;
+    }
+    if (run_.plan == nullptr) return false;
+    const BoundPlan& bp = *run_.plan;
+    for (int w = 0; w < bp.workers(); ++w) {
+      uint32_t pc = bp.pc[static_cast<size_t>(w)];
+      if (pc >= bp.workerBegin[static_cast<size_t>(w) + 1]) continue;
+      const exec::ExecOp& op = bp.ops[pc];
+      if (op.code == exec::kExecBarrier) continue;  // its siblings' waits move it
+      if (op.code != exec::kExecWait) return false;
+      const SemLink& s = bp.sems[static_cast<size_t>(op.sem)];
+      if (s.credits > 0 || !addPark(*s.semaphore, set)) return false;
+    }
+    return true;
   }
 
   std::string blocked() const override {

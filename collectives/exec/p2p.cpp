@@ -13,6 +13,7 @@
 #include "collectives/exec/engine_impl.hpp"
 #include "collectives/exec/host_ops.hpp"
 #include "core/datatype.hpp"
+#include "core/park.hpp"
 
 namespace tessera {
 namespace {
@@ -111,6 +112,21 @@ class P2POperation final : public ExecOperation {
       if (sendAt_[p] < sends_[p].size() || recvAt_[p] < recvs_[p].size())
         TSR_CHECK(links_[p]->connection->peerStatus());
     return tsrSuccess;
+  }
+
+  bool parkWords(ParkSet* set) const override {
+    if (done_ || failed_ != tsrSuccess || !e_->myTurn(seq_)) return true;
+    auto add = [set](const Semaphore& s) {
+      const uint32_t* word = nullptr;
+      uint32_t* parked = nullptr;
+      return s.parkable(&word, &parked) && set->add(word, parked);
+    };
+    for (size_t p = 0; p < sends_.size(); ++p) {
+      const P2PLink* link = links_[p];
+      if (sendAt_[p] < sends_[p].size() && !add(*link->ack)) return false;
+      if (recvAt_[p] < recvs_[p].size() && !add(*link->data)) return false;
+    }
+    return true;
   }
 
   std::string blocked() const override {

@@ -1,7 +1,7 @@
 // runOperations (engine.hpp): one thread drives a set of operations, which may belong to
 // several communicators, round-robin until all are done.
 #include "collectives/exec/engine_impl.hpp"
-#include "tessera/device/atomics.hpp"
+#include "core/park.hpp"
 
 namespace tessera {
 namespace {
@@ -10,6 +10,15 @@ constexpr size_t kInline = 16;  // most calls drive one operation: no allocation
 }  // namespace
 
 namespace {
+
+// Lowers the flags of an armed park on every way out.
+struct ParkGuard {
+  ParkSet& set;
+  bool armed = false;
+  ~ParkGuard() {
+    if (armed) set.disarm();
+  }
+};
 
 Result runAll(Operation* const* ops, size_t n, double timeoutSeconds) {
   bool inlineDone[kInline];
@@ -26,6 +35,9 @@ Result runAll(Operation* const* ops, size_t n, double timeoutSeconds) {
   }
   size_t left = n;
   Deadline deadline = Deadline::after(timeoutSeconds);
+  HostWaiter waiter;
+  ParkSet park;
+  ParkGuard guard{park};
   for (uint32_t iter = 0; left > 0;) {
     uint64_t before = tlsExecMoves;
     bool moved = false;
@@ -39,11 +51,24 @@ Result runAll(Operation* const* ops, size_t n, double timeoutSeconds) {
         moved = true;
       }
     }
-    if (moved || left == 0 || tlsExecMoves != before) {
+    moved = moved || left == 0 || tlsExecMoves != before;
+    bool slept = false;
+    if (guard.armed) {
+      // The pass after arm(): sleep only if it found nothing either.
+      guard.armed = false;
+      if (moved) {
+        park.disarm();
+      } else {
+        park.sleep(parkSliceNs(deadline));
+        slept = true;
+      }
+    }
+    if (moved) {
       iter = 0;
+      waiter.moved();
       continue;
     }
-    if ((iter & 63) == 63 && deadline.expired()) {
+    if ((slept || (iter & 63) == 63) && deadline.expired()) {
       std::string pending;
       for (size_t i = 0; i < n; ++i) {
         if (done[i]) continue;
@@ -54,7 +79,19 @@ Result runAll(Operation* const* ops, size_t n, double timeoutSeconds) {
       return TSR_FAIL(tsrTimeout, "%zu of %zu operations still pending after %.3g s: %s", left, n,
                       timeoutSeconds, pending.c_str());
     }
-    device::backoff(iter++);
+    ++iter;
+    if (slept || waiter.idle() == WaitStep::kPoll) continue;
+    // Park on what every pending operation waits for, or poll on where one cannot say.
+    park.clear();
+    bool parkable = waitSettings().park;
+    for (size_t i = 0; i < n && parkable; ++i)
+      if (!done[i]) parkable = ops[i]->parkWords(&park);
+    if (!parkable || park.empty()) {
+      waiter.nap();
+      continue;
+    }
+    park.arm();
+    guard.armed = true;
   }
   return tsrSuccess;
 }

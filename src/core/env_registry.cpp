@@ -162,6 +162,14 @@ constexpr EnvVarInfo kRegistry[] = {
      "calls of at least this many bytes exchange buffer registrations first and, when every "
      "rank's buffers are registered and mapped, run zero-copy plans",
      nullptr, 0, 1099511627776.0, nullptr},
+    {"TESSERA_WAIT_SPIN_US", EnvType::kInt, "50",
+     "microseconds a host thread waiting for a peer spins on a core of its own before it parks on "
+     "a futex (a thread that finds its core shared parks at once; src/core/park.hpp)",
+     nullptr, 0, 10000000, nullptr},
+    {"TESSERA_WAIT_PARK", EnvType::kBool, "1",
+     "0: waiting host threads never park on a futex (they spin, yield and sleep, as before "
+     "parking existed); for comparisons",
+     nullptr, 0, 0, nullptr},
     {"TESSERA_SCRATCH_BYTES", EnvType::kInt, "2097152",
      "bytes of staging memory per plan and rank; larger messages are pipelined through it in "
      "slices (2 MiB: on the CI machine class 8 MiB halved all-gather bandwidth, the slices no "

@@ -231,7 +231,7 @@ std::string runFifoAndSemaphoreKernel(int device, uint32_t count, double seconds
   if (!s.empty()) return s;
   FifoDeviceHandle fifo{dev->triggers, &dev->head, &dev->tail,
                         &dev->error,   kSlots,     static_cast<uint64_t>(seconds * 1e9)};
-  SemaphoreDeviceHandle sem{&dev->inbound, expected, &dev->remoteInbound};
+  SemaphoreDeviceHandle sem{&dev->inbound, expected, &dev->remoteInbound, nullptr};
   fifoKernel<<<1, 1, 0, l.stream>>>(fifo, sem, count, static_cast<uint64_t>(seconds * 1e9), status);
   TK_CUDA(cudaGetLastError());
   // This thread is the proxy: take slots in order, check them, free them.

@@ -1,0 +1,104 @@
+// Semaphore waits that park (src/core/park.hpp): with no spin budget every wait that finds no
+// signal sleeps on the counter's futex word, and the peer's signal (Semaphore::signal and the
+// memory channel's device-handle signal alike) must wake it: a ping-pong of many rounds finishes,
+// each wait well inside its deadline. Over ucx, whose remote atomics wake no one, waits must not
+// park at all (they poll).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "core/park.hpp"
+#include "transport/channel.hpp"
+#include "transport/semaphore.hpp"
+#include "transport_matrix.hpp"
+
+namespace tessera::test {
+namespace {
+
+constexpr int kRounds = 2000;
+
+std::string pingPong(TransportContext& ctx, TransportKind kind, bool viaDeviceHandle) {
+  int me = ctx.rank(), peer = 1 - me;
+  std::shared_ptr<Connection> conn;
+  TT_CHECK_OK(ctx.connect(peer, kind, &conn));
+  std::shared_ptr<Semaphore> sem;
+  TT_CHECK_OK(ctx.createSemaphore(conn, &sem));
+  const uint32_t* word = nullptr;
+  uint32_t* parked = nullptr;
+  bool parkable = sem->parkable(&word, &parked);
+  bool wakes = kind == TransportKind::kInproc || kind == TransportKind::kShm;
+  TT_CHECK(parkable == wakes, "%s semaphore says parkable=%d", transportName(kind), parkable);
+  std::unique_ptr<MemoryChannel> mc;
+  std::shared_ptr<Memory> local;
+  std::shared_ptr<RemoteMemory> remote;
+  if (viaDeviceHandle) {
+    TT_CHECK_OK(ctx.allocate(4096, MemoryKind::kHost, &local));
+    TT_CHECK_OK(ctx.exchangeMemory(*conn, *local, &remote, 0));
+    TT_CHECK_OK(ctx.createMemoryChannel(conn, remote, local, sem, &mc));
+  }
+  threadWaitStats() = WaitStats{};
+  for (int i = 0; i < kRounds; ++i) {
+    bool mine = (i % 2) == me;  // rank 0 signals on even rounds, rank 1 on odd ones
+    if (mine) {
+      // Now and then the signal comes late, so the peer's wait certainly sleeps first.
+      if (i % 10 == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+      if (mc)
+        mc->deviceHandle().signal();
+      else
+        TT_CHECK_OK(sem->signal());
+    } else {
+      TT_CHECK_OK(sem->wait(10));
+    }
+  }
+  TT_CHECK_OK(ctx.bootstrap().barrier());
+  uint64_t parks = threadWaitStats().parks;
+  if (wakes) TT_CHECK(parks > 0, "no wait parked over %s", transportName(kind));
+  if (!wakes)
+    TT_CHECK(parks == 0, "%llu waits parked over %s, which wakes no sleeper",
+             static_cast<unsigned long long>(parks), transportName(kind));
+  return "";
+}
+
+class SemaphorePark : public ::testing::TestWithParam<TransportCase> {
+ protected:
+  void SetUp() override {
+    saved_ = waitSettings();
+    WaitSettings s;
+    s.spinNs = 0;  // park at every wait that finds no signal
+    setWaitSettingsForTest(s);
+  }
+  void TearDown() override { setWaitSettingsForTest(saved_); }
+  WaitSettings saved_;
+};
+
+TEST_P(SemaphorePark, SignalsWakeParkedWaits) {
+  TransportCase c = GetParam();
+  RankOptions o;
+  o.timeoutSeconds = 15;
+  o.runSeconds = 60;
+  expectAllRanksOk(runCase(
+      c, [&](TransportContext& ctx) { return pingPong(ctx, c.kind, false); }, o));
+}
+
+// The memory channel's device-handle signal (what the host executor's hot path uses), over the
+// transports that map memory.
+class SemaphoreParkMapped : public SemaphorePark {};
+
+TEST_P(SemaphoreParkMapped, DeviceHandleSignalsWakeParkedWaits) {
+  TransportCase c = GetParam();
+  RankOptions o;
+  o.timeoutSeconds = 15;
+  o.runSeconds = 60;
+  expectAllRanksOk(runCase(
+      c, [&](TransportContext& ctx) { return pingPong(ctx, c.kind, true); }, o));
+}
+
+INSTANTIATE_TEST_SUITE_P(HostTransports, SemaphorePark,
+                         ::testing::Values(inprocCase(2), shmCase(2), ucxTcpCase(2)),
+                         TransportCaseName());
+INSTANTIATE_TEST_SUITE_P(MappingTransports, SemaphoreParkMapped,
+                         ::testing::Values(inprocCase(2), shmCase(2)), TransportCaseName());
+
+}  // namespace
+}  // namespace tessera::test
