@@ -1,5 +1,6 @@
 // CollectiveEngine (engine.hpp): configuration, the tuner's choices and the plan cache, and the
 // calls that need no plan (count 0, one rank).
+#include <cstdio>
 #include <cstring>
 
 #include "collectives/algorithms/algorithms.hpp"
@@ -9,6 +10,7 @@
 #include "collectives/plan/verifier.hpp"
 #include "core/datatype.hpp"
 #include "core/env.hpp"
+#include "core/park.hpp"
 
 namespace tessera {
 namespace {
@@ -110,6 +112,8 @@ EngineImpl::EngineImpl(const EngineOptions& options) : options_(options) {}
 EngineImpl::~EngineImpl() {
   // Best effort: puts and signals still in flight to peers complete before memory goes away.
   if (poisoned_ == tsrSuccess) (void)flushDirty();
+  if (profiling_ && profile_.calls > 0)
+    std::fprintf(stderr, "%s\n", profile_.summary(rank_).c_str());
 }
 
 Result EngineImpl::init() {
@@ -136,6 +140,9 @@ Result EngineImpl::init() {
   zeroCopyMinBytes_ = static_cast<uint64_t>(v);
   TSR_CHECK(Tuner::fromEnv(&tuner_));
   tunerSnapshot_ = tuner_.params();
+  profiling_ = execProfiling();
+  profile_.parksAtStart = threadWaitStats().parks;
+  profile_.parkedNsAtStart = threadWaitStats().parkedNs;
   connections_.resize(static_cast<size_t>(nranks_));
   p2p_.resize(static_cast<size_t>(nranks_));
   // The tuner's transports (intraHost_, interHost_) are agreed on at the first tuned call: the

@@ -18,6 +18,7 @@
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/exec/engine.hpp"
 #include "collectives/exec/plan_cache.hpp"
+#include "collectives/exec/profile.hpp"
 #include "core/deadline.hpp"
 #include "transport/context.hpp"
 
@@ -198,6 +199,9 @@ class EngineImpl final : public CollectiveEngine {
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
+  // TESSERA_PROFILE (profile.hpp): the host executor's op times, when on.
+  bool profiling() const { return profiling_; }
+  ExecProfile& profile() { return profile_; }
   double timeoutSeconds() const { return timeoutSeconds_; }
   size_t scratchBytes() const { return scratchBytes_; }
   TransportContext& transports() { return *ctx_; }
@@ -329,6 +333,8 @@ class EngineImpl final : public CollectiveEngine {
 
   uint64_t calls_ = 0;
   uint64_t p2pGroups_ = 0;
+  bool profiling_ = false;
+  ExecProfile profile_;
   uint64_t nextSeq_ = 0;
   uint64_t running_ = 0;
   Result poisoned_ = tsrSuccess;

@@ -35,6 +35,7 @@ struct HostRun {
   const PeerUser* peerUser = nullptr;
   exec::SliceLayout layout{};
   Result error = tsrSuccess;  // set when a backend call failed (its sentence is recorded)
+  uint64_t written = 0;       // bytes the data ops stored (dst and dst2), for the profile
 };
 
 class HostBackend {
@@ -79,6 +80,7 @@ class HostBackend {
 
   bool combine(const exec::ExecOp& op, const exec::ExecRef* srcs, void* dst, void* dst2,
                const void** table, uint64_t n) {
+    r_.written += n * r_.elemSize * (dst2 != nullptr ? 2 : 1);
     bool pre = false;
     if (r_.preOp) {
       for (int s = 0; s < op.nsrcs; ++s) {

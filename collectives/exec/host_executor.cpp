@@ -240,13 +240,21 @@ class CollOperation final : public ExecOperation {
     }
     BoundPlan& bp = *run_.plan;
     HostBackend b(run_);
+    const bool profiling = e_->profiling();
+    if (profiling && startNs_ == 0) startNs_ = device::clockNs();
     for (;;) {
       bool any = false, all = true;
       for (int w = 0; w < bp.workers(); ++w) {
         uint32_t pc = bp.pc[static_cast<size_t>(w)];
         uint32_t end = bp.workerBegin[static_cast<size_t>(w) + 1];
         while (pc < end) {
+          uint64_t t0 = profiling ? device::clockNs() : 0;
           exec::StepResult r = exec::runOp(b, w, bp.ops[pc], bp.refs.data(), run_.layout);
+          if (profiling) {
+            ExecProfile& pr = e_->profile();
+            pr.opNs[bp.ops[pc].code] += device::clockNs() - t0;
+            if (r != exec::StepResult::kBlocked) ++pr.opCount[bp.ops[pc].code];
+          }
           if (r == exec::StepResult::kBlocked) break;
           if (r == exec::StepResult::kError)
             return run_.error != tsrSuccess
@@ -263,6 +271,12 @@ class CollOperation final : public ExecOperation {
         any = true;
         if (++iter_ == iters_) {
           if (!e_->bounce().dirty.empty()) TSR_CHECK(e_->flushDirty());
+          if (profiling) {
+            ExecProfile& pr = e_->profile();
+            ++pr.calls;
+            pr.callNs += device::clockNs() - startNs_;
+            pr.dataBytes += run_.written;
+          }
           markMoved();
           phase_ = kDone;
           e_->endTurn();
@@ -365,6 +379,7 @@ class CollOperation final : public ExecOperation {
   bool begun_ = false;
   uint64_t iter_ = 0;
   uint64_t iters_ = 0;
+  uint64_t startNs_ = 0;  // profiling: the first step of the call
   HostRun run_;
   IdleState idle_;
   Result failed_ = tsrSuccess;

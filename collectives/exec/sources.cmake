@@ -9,5 +9,6 @@ list(APPEND TESSERA_COLLECTIVES_SOURCES
   exec/zero_copy.cpp
   exec/p2p.cpp
   exec/run.cpp
+  exec/profile.cpp
   exec/device_engine.cpp)
 include(${CMAKE_CURRENT_LIST_DIR}/device/sources.cmake)

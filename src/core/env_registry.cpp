@@ -162,6 +162,11 @@ constexpr EnvVarInfo kRegistry[] = {
      "calls of at least this many bytes exchange buffer registrations first and, when every "
      "rank's buffers are registered and mapped, run zero-copy plans",
      nullptr, 0, 1099511627776.0, nullptr},
+    {"TESSERA_PROFILE", EnvType::kBool, "0",
+     "1: the host executor times its ops and, when a communicator is destroyed, prints one line "
+     "per rank on standard error: time in copies and reductions (with the bytes they wrote), in "
+     "waits, and asleep (collectives/exec/profile.hpp)",
+     nullptr, 0, 0, nullptr},
     {"TESSERA_WAIT_SPIN_US", EnvType::kInt, "50",
      "microseconds a host thread waiting for a peer spins on a core of its own before it parks on "
      "a futex (a thread that finds its core shared parks at once; src/core/park.hpp)",
