@@ -147,6 +147,39 @@ Result Connection::flush() {
   return doFlush(Deadline::after(context_->timeoutSeconds));
 }
 
+bool Connection::crossMemory(std::string* whyNot) const {
+  if (whyNot != nullptr)
+    *whyNot = strprintf("the %s transport has no cross-memory attach", transportName(kind_));
+  return false;
+}
+
+Result Connection::readPeerAddress(void* dst, uint64_t peerAddress, size_t bytes) {
+  TSR_CHECK(checkAlive("readPeerAddress"));
+  std::string why;
+  if (!crossMemory(&why)) return fail(tsrInvalidUsage, "readPeerAddress: %s", why.c_str());
+  if (bytes == 0) return tsrSuccess;
+  if (dst == nullptr || peerAddress == 0)
+    return fail(tsrInvalidArgument, "readPeerAddress of %zu bytes with a null address", bytes);
+  return doCrossRead(dst, peerAddress, bytes);
+}
+
+Result Connection::writePeerAddress(uint64_t peerAddress, const void* src, size_t bytes) {
+  TSR_CHECK(checkAlive("writePeerAddress"));
+  std::string why;
+  if (!crossMemory(&why)) return fail(tsrInvalidUsage, "writePeerAddress: %s", why.c_str());
+  if (bytes == 0) return tsrSuccess;
+  if (src == nullptr || peerAddress == 0)
+    return fail(tsrInvalidArgument, "writePeerAddress of %zu bytes with a null address", bytes);
+  return doCrossWrite(peerAddress, src, bytes);
+}
+
+Result Connection::doCrossRead(void*, uint64_t, size_t) {
+  return fail(tsrInternalError, "no cross-memory attach");
+}
+Result Connection::doCrossWrite(uint64_t, const void*, size_t) {
+  return fail(tsrInternalError, "no cross-memory attach");
+}
+
 // ---- HostMappedConnection ------------------------------------------------------------------
 
 Result HostMappedConnection::doPut(const RemoteMemory& dst, size_t dstOffset, const Memory& src,

@@ -68,6 +68,22 @@ class Connection {
   // knows it is gone (a closed socket, a failed endpoint). Waits poll it.
   virtual Result peerStatus() { return tsrSuccess; }
 
+  // Cross-memory attach: reads or writes the peer's memory at any address of its process, no
+  // registration needed, in one copy (shm: the kernel's process_vm_readv / process_vm_writev;
+  // inproc: the peer shares this address space, a memcpy). False, with *whyNot, where the
+  // transport has none for this peer (ucx, the GPU transports) or the kernel refused it when the
+  // connection was made (shm/cross_memory.hpp says when it does).
+  virtual bool crossMemory(std::string* whyNot) const;
+  // Whether the peer shares this process's address space: its addresses are usable here as they
+  // are (thread ranks).
+  virtual bool sharesAddressSpace() const { return false; }
+  // peer[peerAddress, +bytes) -> dst, and src -> peer[peerAddress, +bytes); complete on return.
+  // The caller vouches that the peer's range is alive and meant for this (a collective's buffer
+  // the peer announced for the call). tsrInvalidUsage with the reason where crossMemory() is
+  // false.
+  Result readPeerAddress(void* dst, uint64_t peerAddress, size_t bytes);
+  Result writePeerAddress(uint64_t peerAddress, const void* src, size_t bytes);
+
   // Lets the transport move pending work while a thread waits for its peer (a semaphore wait):
   // UCX over emulated transports completes a peer's puts only when this side progresses.
   // Never blocks; the default does nothing.
@@ -85,6 +101,9 @@ class Connection {
                        size_t srcOffset, size_t bytes) = 0;
   virtual Result doAtomicAdd(const RemoteMemory& dst, size_t offset, uint64_t value) = 0;
   virtual Result doFlush(const Deadline& deadline) = 0;
+  // Cross-memory attach (called only where crossMemory() is true).
+  virtual Result doCrossRead(void* dst, uint64_t peerAddress, size_t bytes);
+  virtual Result doCrossWrite(uint64_t peerAddress, const void* src, size_t bytes);
 
   // Records an error whose sentence starts "<transport> connection rank r -> peer p: ".
   Result fail(Result code, const char* fmt, ...) __attribute__((format(printf, 3, 4)));

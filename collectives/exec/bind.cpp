@@ -220,6 +220,17 @@ Result EngineImpl::ensureControl() {
                                    kEngineTransportTag));
     TSR_CHECK(ctx_->createSemaphore(link.connection, &link.semaphore, kEngineTransportTag));
     control_.mapsAll = control_.mapsAll && link.connection->mapsMemory();
+    std::string why;
+    bool cross = link.connection->crossMemory(&why);
+    control_.sameSpaceAll = control_.sameSpaceAll && cross && link.connection->sharesAddressSpace();
+    if (!cross) {
+      if (control_.crossAll)
+        TSR_INFO(
+            "rank %d: no cross-memory attach to rank %d (%s): calls on unregistered "
+            "buffers stage through the scratch",
+            rank_, p, why.c_str());
+      control_.crossAll = false;
+    }
   }
   controlReady_ = true;
   return tsrSuccess;

@@ -98,7 +98,7 @@ Result EngineImpl::devicePlan(const CollCall& call, int workers, std::shared_ptr
     deviceTunerSnapshot_ = tuner_.params();
   }
   size_t bytes = callBytes(call, nranks_);
-  ChoiceKey key{static_cast<uint8_t>(call.collective), false, root, bytes};
+  ChoiceKey key{static_cast<uint8_t>(call.collective), 0, root, bytes};
   auto it = deviceChoices_.find(key);
   if (it != deviceChoices_.end()) {
     *out = it->second.plan;

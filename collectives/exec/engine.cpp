@@ -186,6 +186,7 @@ Result EngineImpl::start(const CollCall& call, std::unique_ptr<Operation>* out) 
   bool large = bytes >= zeroCopyMinBytes_;
   BoundPlan* plain = nullptr;
   BoundPlan* zc = nullptr;
+  BoundPlan* cross = nullptr;
   if (call.plan) {
     const Plan& p = *call.plan;
     if (p.collective != call.collective || p.nranks != nranks_ ||
@@ -200,21 +201,24 @@ Result EngineImpl::start(const CollCall& call, std::unique_ptr<Operation>* out) 
     TSR_CHECK(overridePlan(call, false, &plain));
     if (large) TSR_CHECK(overridePlan(call, true, &zc));
   } else {
-    TSR_CHECK(choose(call.collective, bytes, root, false, &plain));
-    if (large) TSR_CHECK(choose(call.collective, bytes, root, true, &zc));
+    TSR_CHECK(choose(call.collective, bytes, root, Staging::kScratch, &plain));
+    if (large) {
+      TSR_CHECK(choose(call.collective, bytes, root, Staging::kZeroCopy, &zc));
+      TSR_CHECK(choose(call.collective, bytes, root, Staging::kCross, &cross));
+    }
   }
   if (zc == plain || (zc != nullptr && !zc->zeroCopy)) zc = nullptr;
+  if (cross != nullptr && !cross->zeroCopy) cross = nullptr;
   bool handshake = large || plain->zeroCopy;
   if (handshake) {
     Result r = ensureControl();
     if (r != tsrSuccess) return poison(r);
   }
   calls_ = callNo;
-  return makeCollOperation(this, call, callNo, plain, zc, handshake, out);
+  return makeCollOperation(this, call, callNo, plain, zc, cross, handshake, out);
 }
 
-Result EngineImpl::choose(Collective c, size_t bytes, int root, bool zeroCopyPossible,
-                          BoundPlan** out) {
+Result EngineImpl::choose(Collective c, size_t bytes, int root, Staging staging, BoundPlan** out) {
   if (!classesAgreed_) {
     Result r = agreeTransportClasses();
     if (r != tsrSuccess) return poison(r);  // peers may be past the allGather: out of step
@@ -224,7 +228,7 @@ Result EngineImpl::choose(Collective c, size_t bytes, int root, bool zeroCopyPos
     lastChoice_ = nullptr;
     tunerSnapshot_ = tuner_.params();
   }
-  ChoiceKey key{static_cast<uint8_t>(c), zeroCopyPossible, root, bytes};
+  ChoiceKey key{static_cast<uint8_t>(c), static_cast<uint8_t>(staging), root, bytes};
   if (lastChoice_ != nullptr && key == lastChoiceKey_) {
     *out = lastChoice_;  // a loop of equal calls skips the hash
     return tsrSuccess;
@@ -244,16 +248,29 @@ Result EngineImpl::choose(Collective c, size_t bytes, int root, bool zeroCopyPos
   if (in.hostOf.empty()) in.hostOf.assign(static_cast<size_t>(nranks_), 0);
   in.intraHost = intraHost_;
   in.interHost = interHost_;
-  in.zeroCopyPossible = zeroCopyPossible;
+  in.zeroCopyPossible = staging != Staging::kScratch;
+  in.crossMemory = staging == Staging::kCross;
   in.deterministic = tuner_.deterministicDefault();
   TuneChoice choice;
   TSR_CHECK(tuner_.choose(in, &choice));
+  if (staging == Staging::kCross) {
+    // A cross-memory candidate only where its zero-copy form beats staging through the scratch.
+    TuneInput staged = in;
+    staged.zeroCopyPossible = staged.crossMemory = false;
+    TuneChoice plain;
+    TSR_CHECK(tuner_.choose(staged, &plain));
+    if (!choice.zeroCopy || choice.predictedUs >= plain.predictedUs) {
+      choices_.emplace(key, nullptr);
+      *out = nullptr;
+      return tsrSuccess;
+    }
+  }
   PlanKey pk{c,
              choice.algorithm,
              root,
              choice.pipeline,
              choice.workers,
-             choice.zeroCopy && zeroCopyPossible};
+             choice.zeroCopy && staging != Staging::kScratch};
   BoundPlan* bp = nullptr;
   TSR_CHECK(planFor(pk, &bp));
   choices_.emplace(key, bp);

@@ -71,19 +71,26 @@ struct HandshakeRecord {
   uint8_t collective = 0;
   uint8_t dtype = 0;
   uint8_t opKind = 0;
-  uint8_t flags = 0;  // kInOk | kOutOk | kMapsAll
+  uint8_t flags = 0;  // kInOk | kOutOk | kMapsAll | kCrossAll | kSameSpaceAll
   int32_t root = 0;
   uint32_t inId = 0;
   uint32_t outId = 0;
   uint64_t inOffset = 0;
   uint64_t outOffset = 0;
+  // The buffers' addresses in the writer's process, for peers that reach them without a
+  // registration (cross-memory attach, or threads of one process); 0 when it does not use one.
+  uint64_t inAddr = 0;
+  uint64_t outAddr = 0;
   uint64_t magic = 0;
   // The writer's registrations that are gone: the reader drops their blobs and mappings.
   uint32_t retiredCount = 0;
   uint32_t retired[kHandshakeRetiredPerRecord] = {};
 };
 inline constexpr uint8_t kHandshakeInOk = 1, kHandshakeOutOk = 2, kHandshakeMapsAll = 4;
-inline constexpr size_t kHandshakeSlotBytes = 128;
+// The writer reaches every peer's memory at any address: by cross-memory attach (shm,
+// transport/shm/cross_memory.hpp) or because the peer is a thread of its process (kSameSpaceAll).
+inline constexpr uint8_t kHandshakeCrossAll = 8, kHandshakeSameSpaceAll = 16;
+inline constexpr size_t kHandshakeSlotBytes = 192;
 static_assert(sizeof(HandshakeRecord) <= kHandshakeSlotBytes);
 
 // A registration of the peer whose blob arrived here. It is imported (mapped) only when a
@@ -114,6 +121,8 @@ struct Control {
   char* base = nullptr;
   std::vector<ControlLink> links;  // by peer
   bool mapsAll = true;
+  bool crossAll = true;           // every peer's connection offers cross-memory attach
+  bool sameSpaceAll = true;       // every peer is a thread of this process
   uint64_t rounds = 0;            // handshakes done
   std::vector<uint32_t> retired;  // deregistered ids some peer holds, not yet announced
 };
@@ -267,25 +276,28 @@ class EngineImpl final : public CollectiveEngine {
 
  private:
   friend class CollOperation;
+  // Which plans a choice may use: staging through the scratch, zero-copy (registered buffers or
+  // threads of one process), or zero-copy through cross-memory attach.
+  enum class Staging : uint8_t { kScratch, kZeroCopy, kCross };
   struct ChoiceKey {
     uint8_t collective;
-    bool zeroCopyPossible;
+    uint8_t staging;
     int32_t root;
     uint64_t bytes;
     bool operator==(const ChoiceKey&) const = default;
   };
   struct ChoiceHash {
     size_t operator()(const ChoiceKey& k) const {
-      return static_cast<size_t>((k.bytes * 0x9e3779b97f4a7c15ull) ^
-                                 (static_cast<uint64_t>(k.collective) << 40) ^
-                                 (static_cast<uint64_t>(static_cast<uint32_t>(k.root)) << 8) ^
-                                 (k.zeroCopyPossible ? 1u : 0u));
+      return static_cast<size_t>(
+          (k.bytes * 0x9e3779b97f4a7c15ull) ^ (static_cast<uint64_t>(k.collective) << 40) ^
+          (static_cast<uint64_t>(static_cast<uint32_t>(k.root)) << 8) ^ k.staging);
     }
   };
 
   Result planFor(const PlanKey& key, BoundPlan** out);
   Result userPlan(const std::shared_ptr<const Plan>& plan, BoundPlan** out);
-  Result choose(Collective c, size_t bytes, int root, bool zeroCopyPossible, BoundPlan** out);
+  // *out may be null for kCross: no cross-memory candidate for this call.
+  Result choose(Collective c, size_t bytes, int root, Staging staging, BoundPlan** out);
   Result overridePlan(const CollCall& call, bool zeroCopy, BoundPlan** out);
   Result overrideLookup(const CollCall& call, bool zeroCopy, BoundPlan** out);
   Result finishPlan(std::shared_ptr<const Plan> plan, BoundPlan** out,
@@ -356,13 +368,15 @@ class EngineImpl final : public CollectiveEngine {
   bool deviceClassesAgreed_ = false;
 
   friend Result makeCollOperation(EngineImpl*, const CollCall&, uint64_t, BoundPlan*, BoundPlan*,
-                                  bool, std::unique_ptr<Operation>*);
+                                  BoundPlan*, bool, std::unique_ptr<Operation>*);
 };
 
 // host_executor.cpp: the operation that runs a collective (`plain` without zero-copy, `zeroCopy`
-// when the handshake finds every rank registered; null when there is no zero-copy candidate).
+// when the handshake finds every rank registered, or every rank a thread of one process; `cross`
+// when it finds every rank able to attach to its peers' memory and the tuner prefers that to
+// staging; null where there is no such candidate).
 Result makeCollOperation(EngineImpl* engine, const CollCall& call, uint64_t callNo,
-                         BoundPlan* plain, BoundPlan* zeroCopy, bool handshake,
+                         BoundPlan* plain, BoundPlan* zeroCopy, BoundPlan* cross, bool handshake,
                          std::unique_ptr<Operation>* out);
 
 // The message size as nccl-tests counts it (the tuner's and the zero-copy threshold's measure).

@@ -13,10 +13,14 @@
 
 namespace tessera {
 
-// A peer's user buffers in a zero-copy call, mapped here.
+// A peer's user buffers in a zero-copy call: mapped here, or (cross != null) addresses in the
+// peer's process reached by cross-memory attach through that connection.
 struct PeerUser {
   char* input = nullptr;
   char* output = nullptr;
+  uint64_t inputAddr = 0;
+  uint64_t outputAddr = 0;
+  Connection* cross = nullptr;
 };
 
 // Everything one iteration of one call needs to resolve refs.
@@ -33,6 +37,7 @@ struct HostRun {
   RedOpDesc op;
   bool preOp = false;  // the op has a pre-op (premulsum), applied to input sources
   const PeerUser* peerUser = nullptr;
+  bool cross = false;  // peerUser entries are reached by cross-memory attach
   exec::SliceLayout layout{};
   Result error = tsrSuccess;  // set when a backend call failed (its sentence is recorded)
   uint64_t written = 0;       // bytes the data ops stored (dst and dst2), for the profile
@@ -43,11 +48,17 @@ class HostBackend {
   explicit HostBackend(HostRun& run) : r_(run), bp_(*run.plan) {}
 
   uint64_t pieceElems(const exec::ExecOp& op, const exec::ExecRef* refs) const {
-    if (!bp_.anyUnmapped) return UINT64_MAX;
+    if (!bp_.anyUnmapped && !r_.cross) return UINT64_MAX;
     bool staged = false;
     for (int i = 0; i < 1 + op.hasDst2 + op.nsrcs; ++i)
-      staged = staged || unmapped(refs[op.ref + i]);
+      staged = staged || unmapped(refs[op.ref + i]) || crossRef(refs[op.ref + i]);
     if (!staged) return UINT64_MAX;
+    // A copy between a peer's buffer and this rank's memory is one kernel copy (direct()), as
+    // long as it likes; other moves stage through the bounce memory, a slot at a time.
+    if (r_.cross && op.nsrcs == 1 && !op.hasDst2 && !preOpOn(refs[op.ref + 1]) &&
+        crossRef(refs[op.ref]) != crossRef(refs[op.ref + 1]) && !unmapped(refs[op.ref]) &&
+        !unmapped(refs[op.ref + 1]))
+      return UINT64_MAX;
     const Bounce& b = r_.engine->bounce();
     uint64_t bytes = loadSlotBytes();
     if (bytes > b.ringBytes / 2) bytes = b.ringBytes / 2;
@@ -58,6 +69,15 @@ class HostBackend {
   const void** srcTable() { return bp_.srcTable.data(); }
 
   const void* load(const exec::ExecRef& ref, int64_t seg, uint64_t at, uint64_t n, int slot) {
+    if (crossRef(ref)) {
+      const Bounce& b = r_.engine->bounce();
+      size_t offset = static_cast<size_t>(slot) * loadSlotBytes();
+      const PeerUser& u = r_.peerUser[ref.peer];
+      Result res =
+          u.cross->readPeerAddress(b.base + offset, crossAddr(ref, seg, at), n * r_.elemSize);
+      if (res != tsrSuccess) return fail(res);
+      return b.base + offset;
+    }
     if (!unmapped(ref)) return checked(base(ref, seg), at);
     const Bounce& b = r_.engine->bounce();
     size_t offset = static_cast<size_t>(slot) * loadSlotBytes();
@@ -70,7 +90,7 @@ class HostBackend {
   }
 
   void* storeTarget(const exec::ExecRef& ref, int64_t seg, uint64_t at, uint64_t n) {
-    if (!unmapped(ref)) return checked(base(ref, seg), at);
+    if (!unmapped(ref) && !crossRef(ref)) return checked(base(ref, seg), at);
     size_t offset = 0;
     Result res = r_.engine->stageStore(n * r_.elemSize, &offset);
     if (res != tsrSuccess) return fail(res);
@@ -104,6 +124,12 @@ class HostBackend {
   }
 
   bool commit(const exec::ExecRef& dst, int64_t seg, uint64_t at, void* /*staged*/, uint64_t n) {
+    if (crossRef(dst)) {
+      const PeerUser& u = r_.peerUser[dst.peer];
+      Result res = u.cross->writePeerAddress(crossAddr(dst, seg, at),
+                                             r_.engine->bounce().base + staged_, n * r_.elemSize);
+      return res == tsrSuccess || fail(res) != nullptr;
+    }
     if (!unmapped(dst)) return true;
     PeerLink& p = bp_.peers[static_cast<size_t>(dst.peer)];
     if (dst.buffer != exec::kExecScratch || !p.scratch) return fail(unreachable(dst)) != nullptr;
@@ -158,7 +184,50 @@ class HostBackend {
     return exec::StepResult::kDone;
   }
 
+  // One kernel copy between a peer's buffer (cross-memory attach) and this rank's memory.
+  int direct(const exec::ExecOp& /*op*/, const exec::ExecRef& src, int64_t sseg, uint64_t sat,
+             const exec::ExecRef& dst, int64_t dseg, uint64_t dat, uint64_t n) {
+    if (!r_.cross || preOpOn(src)) return 0;
+    bool fromPeer = crossRef(src), toPeer = crossRef(dst);
+    if (fromPeer == toPeer || unmapped(src) || unmapped(dst)) return 0;
+    Result res;
+    if (fromPeer) {
+      char* d = checked(base(dst, dseg), dat);
+      if (d == nullptr) return -1;
+      res = r_.peerUser[src.peer].cross->readPeerAddress(d, crossAddr(src, sseg, sat),
+                                                         n * r_.elemSize);
+    } else {
+      const char* s = checked(base(src, sseg), sat);
+      if (s == nullptr) return -1;
+      res = r_.peerUser[dst.peer].cross->writePeerAddress(crossAddr(dst, dseg, dat), s,
+                                                          n * r_.elemSize);
+    }
+    r_.written += n * r_.elemSize;
+    if (res != tsrSuccess) {
+      r_.error = res;
+      return -1;
+    }
+    return 1;
+  }
+
  private:
+  // A peer's input or output reached by cross-memory attach.
+  bool crossRef(const exec::ExecRef& ref) const {
+    return r_.cross && ref.peer >= 0 && ref.buffer != exec::kExecScratch &&
+           r_.peerUser[ref.peer].cross != nullptr;
+  }
+  // Whether the call's pre-op (premulsum) applies to what `src` loads: then it must go through
+  // combine.
+  bool preOpOn(const exec::ExecRef& src) const {
+    return r_.preOp && src.buffer == exec::kExecInput;
+  }
+  // The address in the peer's process of element `at` of the ref's segment `seg`.
+  uint64_t crossAddr(const exec::ExecRef& ref, int64_t segment, uint64_t at) const {
+    const PeerUser& u = r_.peerUser[ref.peer];
+    uint64_t b = ref.buffer == exec::kExecInput ? u.inputAddr : u.outputAddr;
+    return b + (static_cast<uint64_t>(segment) * r_.count + r_.iterOffset + at) * r_.elemSize;
+  }
+
   bool unmapped(const exec::ExecRef& ref) const {
     return bp_.anyUnmapped && ref.peer >= 0 && !bp_.peers[static_cast<size_t>(ref.peer)].mapped;
   }

@@ -51,7 +51,7 @@ class CollOperation final : public ExecOperation {
   }
 
   CollOperation(EngineImpl* e, const CollCall& call, uint64_t callNo, BoundPlan* plain,
-                BoundPlan* zeroCopy, bool handshake)
+                BoundPlan* zeroCopy, BoundPlan* cross, bool handshake)
       : e_(e),
         coll_(call.collective),
         input_(static_cast<const char*>(call.sendbuf)),
@@ -61,6 +61,7 @@ class CollOperation final : public ExecOperation {
         callNo_(callNo),
         plain_(plain),
         zeroCopy_(zeroCopy),
+        cross_(cross),
         phase_(handshake ? kHandshake : kRun) {
     run_.engine = e;
     run_.input = input_;
@@ -112,6 +113,10 @@ class CollOperation final : public ExecOperation {
     std::string what = strprintf("%s count=%zu %s", label().c_str(), count_, dtypeName(run_.dtype));
     if (collectiveReduces(coll_)) what += strprintf(" %s", redKindName(run_.op.kind));
     if (collectiveHasRoot(coll_)) what += strprintf(" root=%d", root_);
+    if (run_.plan != nullptr && run_.plan->zeroCopy)
+      what += reach_ == Reach::kCross     ? " by cross-memory attach"
+              : reach_ == Reach::kAddress ? " on the peers' own addresses"
+                                          : " on registered buffers";
     return what + strprintf(" (call %llu)", static_cast<unsigned long long>(callNo_));
   }
 
@@ -310,8 +315,12 @@ class CollOperation final : public ExecOperation {
                       run_.layout.unit, e_->nranks());
   }
 
+  // How a zero-copy plan reaches the peers' buffers: mapped registrations, the peers' own
+  // addresses (threads of one process), or cross-memory attach through the connection.
+  enum class Reach { kMapped, kAddress, kCross };
+
   // Publishes this rank's record, collects everyone's, checks that the calls match and picks
-  // the plan: zero-copy iff every rank's buffers are registered and every rank maps its peers.
+  // the plan (see the rule below).
   Result handshake(bool* ready) {
     int n = e_->nranks();
     if (have_.empty()) {
@@ -334,33 +343,74 @@ class CollOperation final : public ExecOperation {
     TSR_CHECK(e_->pollRecords(&records_, &have_, ready));
     if (!*ready) return tsrSuccess;
     const HandshakeRecord& mine = records_[static_cast<size_t>(e_->rank())];
-    bool all = true;
+    bool registered = true, sameSpace = true, cross = true;
     for (int p = 0; p < n; ++p) {
       const HandshakeRecord& r = records_[static_cast<size_t>(p)];
       TSR_CHECK(e_->compareRecords(mine, p, r));
-      all = all && (r.flags & kHandshakeInOk) && (r.flags & kHandshakeOutOk) &&
-            (r.flags & kHandshakeMapsAll);
+      registered = registered && (r.flags & kHandshakeInOk) && (r.flags & kHandshakeOutOk) &&
+                   (r.flags & kHandshakeMapsAll);
+      sameSpace = sameSpace && (r.flags & kHandshakeSameSpaceAll);
+      cross = cross && (r.flags & kHandshakeCrossAll);
     }
-    BoundPlan* pick = all && zeroCopy_ != nullptr ? zeroCopy_ : plain_;
-    if (pick->zeroCopy && !all)
-      return TSR_FAIL(tsrInvalidUsage,
-                      "%s: the plan %s reaches peers' buffers, but not every rank's buffers are "
-                      "registered (tsrCommRegister) or not every peer is mapped",
-                      describe().c_str(), pick->plan->name.c_str());
+    // Every rank decides alike from the same records (and the same tuner): registered buffers
+    // over mapping transports, or threads of one process, reach each other's buffers directly;
+    // else cross-memory attach, where the tuner found it cheaper than staging for this call;
+    // else the scratch.
+    BoundPlan* pick = plain_;
+    Reach reach = Reach::kMapped;
+    if (zeroCopy_ != nullptr && registered) {
+      pick = zeroCopy_;
+    } else if (zeroCopy_ != nullptr && sameSpace) {
+      pick = zeroCopy_;
+      reach = Reach::kAddress;
+    } else if (cross_ != nullptr && cross) {
+      pick = cross_;
+      reach = Reach::kCross;
+    }
+    if (pick == plain_ && pick->zeroCopy) {  // a zero-copy plan given by the caller
+      if (registered)
+        reach = Reach::kMapped;
+      else if (sameSpace)
+        reach = Reach::kAddress;
+      else if (cross)
+        reach = Reach::kCross;
+      else
+        return TSR_FAIL(tsrInvalidUsage,
+                        "%s: the plan %s reaches peers' buffers, but not every rank's buffers are "
+                        "registered (tsrCommRegister) and mapped by every peer, nor can every "
+                        "rank attach to its peers' memory (cross-memory attach)",
+                        describe().c_str(), pick->plan->name.c_str());
+    }
     choosePlan(pick);
+    reach_ = reach;
     if (pick->zeroCopy) {
       // Only now, and only what the plan reaches: every other peer buffer may already be gone.
       peerUser_.assign(pick->peers.size(), PeerUser{});
       for (size_t s = 0; s < pick->peers.size(); ++s) {
         const PeerLink& link = pick->peers[s];
         const HandshakeRecord& r = records_[static_cast<size_t>(link.peer)];
+        PeerUser& u = peerUser_[s];
+        if (reach == Reach::kAddress) {
+          if (link.userInput) u.input = reinterpret_cast<char*>(static_cast<uintptr_t>(r.inAddr));
+          if (link.userOutput)
+            u.output = reinterpret_cast<char*>(static_cast<uintptr_t>(r.outAddr));
+          continue;
+        }
+        if (reach == Reach::kCross) {
+          u.inputAddr = link.userInput ? r.inAddr : 0;
+          u.outputAddr = link.userOutput ? r.outAddr : 0;
+          u.cross = link.connection.get();
+          continue;
+        }
         std::shared_ptr<RemoteMemory> in, out;
         if (link.userInput && r.inId != 0) TSR_CHECK(e_->importUser(link.peer, r.inId, &in));
         if (link.userOutput && r.outId != 0) TSR_CHECK(e_->importUser(link.peer, r.outId, &out));
-        if (in) peerUser_[s].input = static_cast<char*>(in->mapped()) + r.inOffset;
-        if (out) peerUser_[s].output = static_cast<char*>(out->mapped()) + r.outOffset;
+        if (in) u.input = static_cast<char*>(in->mapped()) + r.inOffset;
+        if (out) u.output = static_cast<char*>(out->mapped()) + r.outOffset;
       }
       run_.peerUser = peerUser_.data();
+      run_.cross = reach == Reach::kCross;
+      if (run_.cross) TSR_CHECK(e_->ensureBounce());
     }
     return tsrSuccess;
   }
@@ -375,7 +425,9 @@ class CollOperation final : public ExecOperation {
   uint64_t seq_ = 0;
   BoundPlan* plain_;
   BoundPlan* zeroCopy_;
+  BoundPlan* cross_;
   Phase phase_;
+  Reach reach_ = Reach::kMapped;
   bool begun_ = false;
   uint64_t iter_ = 0;
   uint64_t iters_ = 0;
@@ -426,9 +478,9 @@ Result HostBackend::unreachable(const exec::ExecRef& ref) const {
 }
 
 Result makeCollOperation(EngineImpl* engine, const CollCall& call, uint64_t callNo,
-                         BoundPlan* plain, BoundPlan* zeroCopy, bool handshake,
+                         BoundPlan* plain, BoundPlan* zeroCopy, BoundPlan* cross, bool handshake,
                          std::unique_ptr<Operation>* out) {
-  *out = std::make_unique<CollOperation>(engine, call, callNo, plain, zeroCopy, handshake);
+  *out = std::make_unique<CollOperation>(engine, call, callNo, plain, zeroCopy, cross, handshake);
   return tsrSuccess;
 }
 

@@ -24,6 +24,12 @@
 //                                                             storeTarget gave the real place)
 //   bool signal(const ExecOp&)  StepResult tryWait(const ExecOp&)  bool flush(const ExecOp&)
 //   StepResult tryBarrier(int worker)
+//   int direct(const ExecOp&, const ExecRef& src, int64_t srcSegment, uint64_t srcOffset,
+//              const ExecRef& dst, int64_t dstSegment, uint64_t dstOffset, uint64_t elems)
+//                                                             a one-source op without dst2 done
+//                                                             in one move the backend knows
+//                                                             (1), or left to load / combine /
+//                                                             commit (0); -1: it failed
 // `elemOffset` counts from the start of the ref's segment `segment` in this iteration. A member
 // that fails records why and returns false / nullptr / kError.
 #pragma once
@@ -161,6 +167,14 @@ TSR_INLINE StepResult runDataOp(B& b, const ExecOp& op, const ExecRef* refs, con
     }
     for (uint64_t off = 0, n = 0; off < len; off += n) {
       n = minU64(piece, len - off);
+      if (op.nsrcs == 1 && dst2 == nullptr) {
+        int64_t sseg;
+        uint64_t sat;
+        place(srcs[0], step, L, &sseg, &sat);
+        int moved = b.direct(op, srcs[0], sseg, sat + off, dst, seg, at + off, n);
+        if (moved < 0) return StepResult::kError;
+        if (moved > 0) continue;
+      }
       for (int s = 0; s < op.nsrcs; ++s) {
         int64_t sseg;
         uint64_t sat;

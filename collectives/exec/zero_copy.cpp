@@ -116,6 +116,12 @@ Result EngineImpl::makeRecord(const CollCall& call, uint64_t callNo, HandshakeRe
   r.root = collectiveHasRoot(call.collective) ? call.root : 0;
   r.magic = kRecordMagic;
   if (control_.mapsAll) r.flags |= kHandshakeMapsAll;
+  if (control_.crossAll) r.flags |= kHandshakeCrossAll;
+  if (control_.sameSpaceAll) r.flags |= kHandshakeSameSpaceAll;
+  if (usesInput(call.collective, rank_, r.root))
+    r.inAddr = reinterpret_cast<uintptr_t>(call.sendbuf);
+  if (usesOutput(call.collective, rank_, r.root))
+    r.outAddr = reinterpret_cast<uintptr_t>(call.recvbuf);
   size_t elem = call.count * dtypeSize(call.dtype);
   size_t inBytes = elem * static_cast<size_t>(inputSegments(call.collective, nranks_));
   size_t outBytes = elem * static_cast<size_t>(outputSegments(call.collective, nranks_));

@@ -344,6 +344,11 @@ double familyCostUs(const TunerParams& params, const TuneInput& in, const HostLa
   // A local copy runs at host memory speed, or at the intra-host link's when that is faster
   // (device memory behind cuda_ipc / p2p).
   double copy = std::max(linkOf(params, TransportKind::kInproc).bytesUs, intra.bytesUs);
+  // Cross-memory attach: every move of a zero-copy form within the host is a kernel copy.
+  if (zeroCopy && in.crossMemory) {
+    intra = Link{params.crossMemory.alphaUs, params.crossMemory.betaGBs * 1e3};
+    if (layout.hosts < 2) inter = intra;
+  }
   Model m{in,
           layout,
           intra,

@@ -7,8 +7,8 @@
 // allreduce; tree: 2 log2 n steps pipelined; rhd: 2 log2 n steps of halving size; oneshot: one
 // step of bytes with n-1 peers reading; ...). Parameters per transport come from
 // TESSERA_TUNER_FILE (JSON: {"links": {"inproc": {"alphaUs": .., "betaGBs": ..}, ...},
-// "gammaGBs": .., "callOverheadUs": ..}) when set, else from the defaults below. Measuring them
-// at communicator init is not implemented yet.
+// "crossMemory": {...}, "gammaGBs": .., "callOverheadUs": ..}) when set, else from the defaults
+// below.
 //
 // Overrides, in NCCL's syntax:
 //   TESSERA_ALGO   "ring,tree" (only these), "^tree" (all but),
@@ -44,6 +44,12 @@ struct TunerParams {
   std::array<LinkModel, kTransportKinds> links{};
   double gammaGBs = 4.0;        // reduction throughput (bytes of output per second), GB/s
   double callOverheadUs = 0.3;  // fixed cost of one call
+  // Cross-memory attach between processes of a host (process_vm_readv / writev, one kernel copy
+  // per piece): what zero-copy forms cost where buffers are not registered. The default keeps
+  // staging preferred: on the CI machine class cross-memory all-gather, broadcast and all-reduce
+  // ran at half the staged plans' busbw from 256 KiB to 64 MiB (2 processes, same run);
+  // tessera_tune measures the machine's own.
+  LinkModel crossMemory{2.0, 2.0};
 };
 
 // Defaults per transport for this build (host memory numbers measured on the CI machine class).
@@ -89,6 +95,9 @@ struct TuneInput {
   TransportKind intraHost = TransportKind::kShm;  // slowest transport within a host
   TransportKind interHost = TransportKind::kUcx;
   bool zeroCopyPossible = false;  // every rank's buffers are registered and mapped
+  // With zeroCopyPossible: the peers' buffers are reached by cross-memory attach, so a zero-copy
+  // form's remote moves cost TunerParams::crossMemory instead of the intra-host link.
+  bool crossMemory = false;
   bool deterministic = false;
   // The call runs on the device executor (the only one with the LL protocol). Host calls leave it
   // false and always get Simple.

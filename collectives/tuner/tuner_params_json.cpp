@@ -100,12 +100,14 @@ Result tunerParamsFromJson(const std::string& text, TunerParams* out) {
   for (const auto& [key, value] : doc.items()) {
     if (key == "links") {
       TSR_CHECK(parseLinks(value, &p));
+    } else if (key == "crossMemory") {
+      TSR_CHECK(parseLink(value, key, &p.crossMemory));
     } else if (key == "gammaGBs") {
       TSR_CHECK(number(value, key, 0, kMaxGBs, true, &p.gammaGBs));
     } else if (key == "callOverheadUs") {
       TSR_CHECK(number(value, key, 0, kMaxUs, false, &p.callOverheadUs));
     } else {
-      return badField(key, "unknown key (expected links, gammaGBs, callOverheadUs)");
+      return badField(key, "unknown key (expected links, crossMemory, gammaGBs, callOverheadUs)");
     }
   }
   *out = p;

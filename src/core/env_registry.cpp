@@ -162,6 +162,10 @@ constexpr EnvVarInfo kRegistry[] = {
      "calls of at least this many bytes exchange buffer registrations first and, when every "
      "rank's buffers are registered and mapped, run zero-copy plans",
      nullptr, 0, 1099511627776.0, nullptr},
+    {"TESSERA_CMA", EnvType::kBool, "1",
+     "0: no cross-memory attach (process_vm_readv/writev) between processes of a host, so "
+     "collectives on unregistered buffers always stage through the scratch",
+     nullptr, 0, 0, nullptr},
     {"TESSERA_PROFILE", EnvType::kBool, "0",
      "1: the host executor times its ops and, when a communicator is destroyed, prints one line "
      "per rank on standard error: time in copies and reductions (with the bytes they wrote), in "

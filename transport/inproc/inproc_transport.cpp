@@ -10,6 +10,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "core/env.hpp"
 #include "transport/transport.hpp"
 
 namespace tessera {
@@ -50,7 +51,25 @@ class InprocConnection final : public HostMappedConnection {
   InprocConnection(std::shared_ptr<ContextState> context, int peer)
       : HostMappedConnection(std::move(context), peer, TransportKind::kInproc) {}
 
+  // The peer is a thread of this process: its addresses are this process's (TESSERA_CMA=0 keeps
+  // collectives from using them, as it keeps them from cross-memory attach between processes).
+  bool crossMemory(std::string* whyNot) const override {
+    bool enabled = true;
+    if (envBool("TESSERA_CMA", &enabled) != tsrSuccess) enabled = true;
+    if (!enabled && whyNot != nullptr) *whyNot = "TESSERA_CMA=0";
+    return enabled;
+  }
+  bool sharesAddressSpace() const override { return true; }
+
  protected:
+  Result doCrossRead(void* dst, uint64_t peerAddress, size_t bytes) override {
+    std::memcpy(dst, reinterpret_cast<const void*>(static_cast<uintptr_t>(peerAddress)), bytes);
+    return tsrSuccess;
+  }
+  Result doCrossWrite(uint64_t peerAddress, const void* src, size_t bytes) override {
+    std::memcpy(reinterpret_cast<void*>(static_cast<uintptr_t>(peerAddress)), src, bytes);
+    return tsrSuccess;
+  }
   Result doImport(const MemoryBlobHeader& header, const std::string& section, void** mapped,
                   std::unique_ptr<RemoteMapping>* mapping) override {
     InprocSection s{};

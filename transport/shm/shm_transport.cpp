@@ -24,6 +24,7 @@
 #include <cstring>
 
 #include "transport/common/fd_server.hpp"
+#include "transport/shm/cross_memory.hpp"
 #include "transport/transport.hpp"
 
 namespace tessera {
@@ -46,6 +47,7 @@ struct SectionHeader {
 struct EndpointHeader {
   uint32_t magic;
   uint32_t addressBytes;
+  CrossMemoryEndpoint cma;  // for the peer's cross-memory probe
 };
 
 template <typename H>
@@ -88,11 +90,17 @@ struct ShmMapping final : RemoteMapping {
 
 class ShmConnection final : public HostMappedConnection {
  public:
-  ShmConnection(std::shared_ptr<ContextState> context, int peer, std::string peerServer, int watch)
+  ShmConnection(std::shared_ptr<ContextState> context, int peer, std::string peerServer, int watch,
+                const CrossMemoryEndpoint& peerCma)
       : HostMappedConnection(std::move(context), peer, TransportKind::kShm),
         peerServer_(std::move(peerServer)),
-        watch_(watch) {}
+        watch_(watch) {
+    cma_.probe(peerCma);
+  }
   ~ShmConnection() override { close(watch_); }
+
+  bool crossMemory(std::string* whyNot) const override { return cma_.usable(whyNot); }
+  bool sharesAddressSpace() const override { return cma_.sameProcess(); }
 
   Result peerStatus() override {
     if (!gone_.load(std::memory_order_acquire)) {
@@ -104,6 +112,15 @@ class ShmConnection final : public HostMappedConnection {
   }
 
  protected:
+  Result doCrossRead(void* dst, uint64_t peerAddress, size_t bytes) override {
+    Result r = cma_.read(dst, peerAddress, bytes);
+    return r == tsrSuccess ? r : addContext(r, "shm connection rank %d -> peer %d", rank(), peer());
+  }
+  Result doCrossWrite(uint64_t peerAddress, const void* src, size_t bytes) override {
+    Result r = cma_.write(peerAddress, src, bytes);
+    return r == tsrSuccess ? r : addContext(r, "shm connection rank %d -> peer %d", rank(), peer());
+  }
+
   Result doImport(const MemoryBlobHeader& header, const std::string& section, void** mapped,
                   std::unique_ptr<RemoteMapping>* mapping) override {
     SectionHeader h{};
@@ -159,6 +176,7 @@ class ShmConnection final : public HostMappedConnection {
   std::string peerServer_;
   int watch_;
   std::atomic<bool> gone_{false};
+  CrossMemoryPeer cma_;
 };
 
 class ShmTransport final : public Transport {
@@ -213,7 +231,8 @@ class ShmTransport final : public Transport {
   Result localEndpoint(int, std::string* blob) override {
     FdServer* server = nullptr;
     TSR_CHECK(FdServer::instance(&server));
-    EndpointHeader h{kEndpointMagic, static_cast<uint32_t>(server->address().size())};
+    EndpointHeader h{kEndpointMagic, static_cast<uint32_t>(server->address().size()),
+                     crossMemoryEndpoint()};
     *blob = withAddress(h, server->address());
     return tsrSuccess;
   }
@@ -229,7 +248,7 @@ class ShmTransport final : public Transport {
     Result r = watchFdServer(address, Deadline::after(context_->timeoutSeconds), &watch);
     if (r != tsrSuccess)
       return addContext(r, "rank %d: shm connect to peer %d", context_->rank, peer);
-    *out = std::make_shared<ShmConnection>(context_, peer, std::move(address), watch);
+    *out = std::make_shared<ShmConnection>(context_, peer, std::move(address), watch, h.cma);
     return tsrSuccess;
   }
 };

@@ -307,6 +307,12 @@ class DeviceBackend {
                   peerRank);
   }
 
+  // Every move goes through load / combine / commit.
+  TSR_INLINE int direct(const ExecOp&, const ExecRef&, int64_t, uint64_t, const ExecRef&, int64_t,
+                        uint64_t, uint64_t) {
+    return 0;
+  }
+
   TSR_INLINE uint64_t pieceElems(const ExecOp& op, const ExecRef* refs) const {
     if (!p_.anyUnmapped) return UINT64_MAX;
     bool staged = false;

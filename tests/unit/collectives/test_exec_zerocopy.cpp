@@ -57,6 +57,8 @@ int userMappings() {
 // them (it used to, and failed, poisoning its engine).
 TEST(ExecZeroCopyImports, PeerBuffersOfAPlainPlanAreNeverMapped) {
   test::ScopedEnv threshold("TESSERA_ZERO_COPY_MIN_BYTES", "1024");
+  // Thread ranks would otherwise reach rank 1's unregistered buffers at their addresses.
+  test::ScopedEnv noAddresses("TESSERA_CMA", "0");
   constexpr size_t kCount = 3000;
   std::atomic<bool> published{false}, rootDone{false};
   auto results = test::runTransportRanks(RankMode::kThreads, 3, [&](TransportContext& ctx) {
