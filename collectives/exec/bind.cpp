@@ -52,9 +52,40 @@ Result EngineImpl::connection(int peer, std::shared_ptr<Connection>* out) {
 // hosts) cannot split the ranks.
 Result EngineImpl::agreeTransportClasses() {
   TSR_CHECK(agreeClasses(true, &intraHost_, &interHost_));
+  if (!tunerAgreed_) TSR_CHECK(agreeTuner());
   classesAgreed_ = true;
   TSR_INFO("rank %d: the tuner sees %s within a host and %s between hosts", rank_,
            transportName(intraHost_), transportName(interHost_));
+  return tsrSuccess;
+}
+
+// Every rank must decide from the same tuner: one file (a host's cached file may differ from
+// another host's) and the same filters. Collective (the first tuned call, host or device).
+Result EngineImpl::agreeTuner() {
+  std::vector<uint64_t> digests(2 * static_cast<size_t>(nranks_));
+  digests[2 * static_cast<size_t>(rank_)] = tuner_.fileDigest();
+  digests[2 * static_cast<size_t>(rank_) + 1] = tuner_.filterDigest();
+  TSR_CHECK(ctx_->bootstrap().allGather(digests.data(), 2 * sizeof(uint64_t)));
+  bool sameFile = true;
+  for (int p = 0; p < nranks_; ++p) {
+    if (digests[2 * static_cast<size_t>(p) + 1] != digests[1])
+      return TSR_FAIL(tsrInvalidUsage,
+                      "rank %d: rank %d's TESSERA_ALGO, TESSERA_PROTO or TESSERA_DETERMINISTIC "
+                      "differs from rank 0's: every rank must choose the same plans",
+                      rank_, p);
+    sameFile = sameFile && digests[2 * static_cast<size_t>(p)] == digests[0];
+  }
+  if (!sameFile) {
+    if (rank_ == 0)
+      TSR_WARN(
+          "the ranks' tuner files differ (this one's: %s): every rank uses the built-in "
+          "parameters instead; give them one TESSERA_TUNER_FILE",
+          tuner_.source().c_str());
+    tuner_.useDefaults();
+  }
+  TSR_INFO("rank %d: tuner parameters from %s%s", rank_, tuner_.source().c_str(),
+           tuner_.table() != nullptr ? " (with measurements)" : "");
+  tunerAgreed_ = true;
   return tsrSuccess;
 }
 

@@ -45,6 +45,7 @@ Result envIntOr(const char* name, int64_t fallback, int64_t* out) {
 // device call (bind.cpp, agreeClasses): the device kinds on a GPU, the host ones in the emulation.
 Result EngineImpl::deviceTransportClasses() {
   Result r = agreeClasses(options_.deviceEmulation, &deviceIntra_, &deviceInter_);
+  if (r == tsrSuccess && !tunerAgreed_) r = agreeTuner();
   if (r != tsrSuccess) return poison(r);  // peers may be past the allGather: out of step
   deviceClassesAgreed_ = true;
   return tsrSuccess;

@@ -254,12 +254,15 @@ Result EngineImpl::choose(Collective c, size_t bytes, int root, Staging staging,
   TuneChoice choice;
   TSR_CHECK(tuner_.choose(in, &choice));
   if (staging == Staging::kCross) {
-    // A cross-memory candidate only where its zero-copy form beats staging through the scratch.
+    // A cross-memory candidate only where its zero-copy form beats staging through the scratch:
+    // measured against measured (the tuner decided, choice.measured) or modelled against
+    // modelled.
     TuneInput staged = in;
     staged.zeroCopyPossible = staged.crossMemory = false;
+    staged.modelOnly = true;
     TuneChoice plain;
-    TSR_CHECK(tuner_.choose(staged, &plain));
-    if (!choice.zeroCopy || choice.predictedUs >= plain.predictedUs) {
+    if (!choice.measured) TSR_CHECK(tuner_.choose(staged, &plain));
+    if (!choice.zeroCopy || (!choice.measured && choice.predictedUs >= plain.predictedUs)) {
       choices_.emplace(key, nullptr);
       *out = nullptr;
       return tsrSuccess;

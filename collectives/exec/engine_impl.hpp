@@ -304,6 +304,10 @@ class EngineImpl final : public CollectiveEngine {
                     std::unique_ptr<BoundPlan>* slot);
   // Sets intraHost_ / interHost_ alike on every rank (collective: the first tuned call).
   Result agreeTransportClasses();
+  // Every rank's tuner decides alike (collective): the same filters, else tsrInvalidUsage; the
+  // same parameters and table, else all fall back to the built-in ones.
+  Result agreeTuner();
+  bool tunerAgreed_ = false;
   Result agreeClasses(bool hostKinds, TransportKind* intra, TransportKind* inter);
   // The generator's parameters for a cache key (engine.cpp).
   GenParams genParams(const PlanKey& key) const;

@@ -5,4 +5,5 @@ list(APPEND TESSERA_COLLECTIVES_SOURCES
   tuner/cost_inputs.cpp
   tuner/cost_model.cpp
   tuner/tuner_params_json.cpp
+  tuner/tuner_table.cpp
   tuner/tuner.cpp)

@@ -4,6 +4,8 @@
 // enough for std::string's inline buffer) and builds its log line only when TUNING INFO is on.
 #include "collectives/tuner/tuner.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -14,6 +16,7 @@
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/tuner/cost_model.hpp"
 #include "core/env.hpp"
+#include "core/hash.hpp"
 
 namespace tessera {
 namespace {
@@ -91,7 +94,7 @@ Result nothingLeft(const TuneInput& in, const AlgoFilter& filter, bool determini
 
 void logChoice(const TuneInput& in, const HostLayout& hl, const Candidate& chosen,
                const Candidate* all, size_t count, const char* excluded, Protocol protocol,
-               double llUs, const char* llNote) {
+               double llUs, const char* llNote, bool measured) {
   char line[2048];
   size_t at = 0;
   auto add = [&](const char* fmt, auto... args) {
@@ -101,8 +104,8 @@ void logChoice(const TuneInput& in, const HostLayout& hl, const Candidate& chose
   };
   add("%s %zu B n=%d", collectiveName(in.collective), in.bytes, in.nranks);
   if (hl.hosts > 1) add(" hosts=%d", hl.hosts);
-  add(": %s (pipeline %d%s) %.1f us", chosen.name, chosen.pipeline,
-      chosen.zeroCopy ? ", zero-copy" : "", chosen.us);
+  add(": %s (pipeline %d%s) %.1f us%s", chosen.name, chosen.pipeline,
+      chosen.zeroCopy ? ", zero-copy" : "", chosen.us, measured ? " measured" : "");
   if (protocol == Protocol::kLL)
     add(", protocol LL %.1f us (the plan is Simple's fallback)", llUs);
   else if (llUs >= 0)
@@ -112,11 +115,12 @@ void logChoice(const TuneInput& in, const HostLayout& hl, const Candidate& chose
   if (llNote[0] != '\0') add(" (%s)", llNote);
   for (size_t i = 0; i < count; ++i)
     if (all[i].name != chosen.name) add("; %s %.1f us", all[i].name, all[i].us);
+  if (measured) add(" (the others as modelled)");
   if (excluded[0] != '\0') add("; excluded: %s", excluded);
   TSR_INFO("%s", line);
 }
 
-Result readTunerFile(const std::string& path, TunerParams* params) {
+Result readTunerFile(const std::string& path, TunerParams* params, MeasuredTable* table) {
   std::ifstream f(path, std::ios::binary);
   if (!f)
     return TSR_FAIL(tsrInvalidArgument, "TESSERA_TUNER_FILE=%s cannot be opened: %s", path.c_str(),
@@ -130,30 +134,135 @@ Result readTunerFile(const std::string& path, TunerParams* params) {
   f.seekg(0);
   std::stringstream text;
   text << f.rdbuf();
-  Result r = tunerParamsFromJson(text.str(), params);
+  Result r = tunerFileFromJson(text.str(), params, table);
   if (r != tsrSuccess) return addContext(r, "TESSERA_TUNER_FILE=%s", path.c_str());
   return tsrSuccess;
 }
 
+// The measured family for the call, or false (no table applies, or none of the families measured
+// at the nearest size is allowed).
+// The table's point for the call, where a table applies (one host, staged or cross-memory
+// attach, host executor).
+const MeasuredPoint* measuredPoint(const MeasuredTable* table, const TuneInput& in,
+                                   const HostLayout& hl) {
+  if (table == nullptr || in.modelOnly || hl.hosts > 1 || in.deviceExecutor ||
+      (in.zeroCopyPossible && !in.crossMemory))
+    return nullptr;
+  const MeasuredSet* set = table->find(in.collective, in.nranks, in.intraHost);
+  return set == nullptr ? nullptr : nearestPoint(*set, in.bytes);
+}
+
+bool measuredChoice(const MeasuredTable* table, const TuneInput& in, const HostLayout& hl,
+                    const AlgoFilter& filter, bool deterministic, const char** family, double* us) {
+  TuneInput staged = in;
+  staged.zeroCopyPossible = staged.crossMemory = false;
+  const MeasuredPoint* pt = measuredPoint(table, staged, hl);
+  if (pt == nullptr) return false;
+  const std::vector<AlgorithmInfo>& families = algorithms();
+  bool found = false;
+  for (const MeasuredFamily& m : pt->families) {
+    for (size_t i = 0; i < families.size(); ++i) {
+      const AlgorithmInfo& a = families[i];
+      if (m.family != a.name || !generates(a, in.collective) || a.needsHosts) continue;
+      if (!filterAllows(filter, in.collective, i) || (deterministic && !a.canonicalOrder)) continue;
+      if (!found || m.us < *us) {
+        *family = a.name;
+        *us = m.us;
+        found = true;
+      }
+    }
+  }
+  return found;
+}
+
 }  // namespace
+
+std::string tunerCachePath() {
+  std::string dir;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && x[0] == '/')
+    dir = x;
+  else if (const char* h = std::getenv("HOME"); h != nullptr && h[0] != '\0')
+    dir = std::string(h) + "/.cache";
+  else
+    return "";
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::strcpy(host, "localhost");
+  for (char* c = host; *c != '\0'; ++c)
+    if (*c == '/') *c = '_';
+  return dir + "/tessera/tuner-" + host + ".json";
+}
+
+Tuner::Tuner(TunerParams params, std::shared_ptr<const MeasuredTable> table, AlgoFilter filter,
+             ProtoFilter proto)
+    : params_(params),
+      table_(std::move(table)),
+      filter_(std::move(filter)),
+      proto_(std::move(proto)) {
+  if (table_ && table_->empty()) table_.reset();
+}
 
 Result Tuner::fromEnv(Tuner* out) {
   std::string algo, proto, file;
-  bool deterministic = false;
+  bool deterministic = false, cache = true;
   TSR_CHECK(envString("TESSERA_ALGO", &algo));
   TSR_CHECK(envString("TESSERA_PROTO", &proto));
   TSR_CHECK(envBool("TESSERA_DETERMINISTIC", &deterministic));
   TSR_CHECK(envString("TESSERA_TUNER_FILE", &file));
+  TSR_CHECK(envBool("TESSERA_TUNER_CACHE", &cache));
   AlgoFilter filter;
   TSR_CHECK(parseAlgoFilter(algo, &filter));
   ProtoFilter protoFilter;
   TSR_CHECK(parseProtoFilter(proto, &protoFilter));
   TunerParams params = defaultTunerParams();
-  if (!file.empty()) TSR_CHECK(readTunerFile(file, &params));
-  Tuner t(params, std::move(filter), std::move(protoFilter));
+  auto table = std::make_shared<MeasuredTable>();
+  std::string source = "built-in defaults";
+  if (!file.empty()) {
+    TSR_CHECK(readTunerFile(file, &params, table.get()));
+    source = file;
+  } else if (std::string cached = cache ? tunerCachePath() : ""; !cached.empty()) {
+    if (FILE* f = std::fopen(cached.c_str(), "r"); f != nullptr) {
+      std::fclose(f);
+      TunerParams p = params;
+      MeasuredTable t;
+      if (readTunerFile(cached, &p, &t) == tsrSuccess) {
+        params = p;
+        *table = std::move(t);
+        source = cached;
+      } else {
+        TSR_WARN("ignoring this host's cached tuner file %s (%s); run tessera_tune to remake it",
+                 cached.c_str(), lastErrorMessage());
+        clearLastError();
+      }
+    }
+  }
+  Tuner t(params, std::move(table), std::move(filter), std::move(protoFilter));
   t.deterministic_ = deterministic;
+  t.source_ = source;
   *out = std::move(t);
   return tsrSuccess;
+}
+
+uint64_t Tuner::fileDigest() const {
+  uint64_t h = fnv1a64(&params_, sizeof params_);
+  return table_ ? h ^ (table_->digest() * 0x9e3779b97f4a7c15ull) : h;
+}
+
+uint64_t Tuner::filterDigest() const {
+  std::string bytes;
+  for (const std::vector<bool>& v : filter_.allowed) {
+    for (bool b : v) bytes += b ? '1' : '0';
+    bytes += '|';
+  }
+  for (const auto& a : proto_.allowed)
+    for (bool b : a) bytes += b ? '1' : '0';
+  bytes += deterministic_ ? 'D' : 'd';
+  return fnv1a64(bytes.data(), bytes.size());
+}
+
+void Tuner::useDefaults() {
+  params_ = defaultTunerParams();
+  table_.reset();
+  source_ = "built-in defaults";
 }
 
 Result Tuner::choose(const TuneInput& in, TuneChoice* out) const {
@@ -182,6 +291,35 @@ Result Tuner::choose(const TuneInput& in, TuneChoice* out) const {
     if (nLogged < logged.size()) logged[nLogged++] = c;
     if (best.us < 0 || c.us < best.us) best = c;
   }
+  // This machine's measurements, where they apply, override the model's ranking of families (the
+  // pipeline stays the model's for that family, as when TESSERA_ALGO names it).
+  const char* measuredFamily = nullptr;
+  double measuredUs = 0;
+  const MeasuredPoint* point = measuredPoint(table_.get(), in, hl);
+  bool measured =
+      best.us >= 0 && point != nullptr && !in.crossMemory &&
+      measuredChoice(table_.get(), in, hl, filter_, deterministic, &measuredFamily, &measuredUs);
+  if (best.us >= 0 && point != nullptr && in.crossMemory) {
+    // Cross-memory attach where it was measured, and faster than the staged choice.
+    bool staged =
+        measuredChoice(table_.get(), in, hl, filter_, deterministic, &measuredFamily, &measuredUs);
+    if (point->crossUs > 0 && (!staged || point->crossUs < measuredUs)) {
+      best.us = point->crossUs;
+      measured = true;
+    } else {
+      best.zeroCopy = false;  // no candidate: the caller stages
+      measured = true;
+    }
+    measuredFamily = nullptr;
+  }
+  if (measured && measuredFamily != nullptr) {
+    for (size_t i = 0; i < nLogged; ++i)
+      if (std::strcmp(logged[i].name, measuredFamily) == 0) best = logged[i];
+    if (std::strcmp(best.name, measuredFamily) != 0) {
+      best = bestPipeline(params_, in, hl, *findAlgorithm(measuredFamily));
+    }
+    best.us = measuredUs;
+  }
 
   if (best.us < 0) {
     // The error path may allocate: say which families would have applied.
@@ -200,6 +338,7 @@ Result Tuner::choose(const TuneInput& in, TuneChoice* out) const {
   out->workers = costFamilyOf(best.name) == CostFamily::kTree ? 2 : 1;
   out->zeroCopy = best.zeroCopy;
   out->predictedUs = best.us;
+  out->measured = measured;
   out->protocol = Protocol::kSimple;
   // The protocol: LL where it applies, is allowed and is cheaper or forced (Simple forbidden). The
   // best Simple plan stays in `out` as the fallback. Where LL does not apply, Simple runs even
@@ -215,7 +354,8 @@ Result Tuner::choose(const TuneInput& in, TuneChoice* out) const {
     const char* note = llUs < 0     ? (in.deviceExecutor ? "LL does not apply" : "host executor")
                        : !llAllowed ? "LL excluded by TESSERA_PROTO"
                                     : "";
-    logChoice(in, hl, best, logged.data(), nLogged, excluded.c_str(), out->protocol, llUs, note);
+    logChoice(in, hl, best, logged.data(), nLogged, excluded.c_str(), out->protocol, llUs, note,
+              measured);
   }
   return tsrSuccess;
 }

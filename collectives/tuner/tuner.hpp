@@ -26,10 +26,12 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "collectives/plan/plan.hpp"
+#include "collectives/tuner/tuner_table.hpp"
 #include "core/status.hpp"
 #include "transport/types.hpp"
 
@@ -56,6 +58,13 @@ struct TunerParams {
 TunerParams defaultTunerParams();
 // Parses TESSERA_TUNER_FILE's JSON (tsrInvalidArgument with the path of a bad field).
 Result tunerParamsFromJson(const std::string& text, TunerParams* out);
+// The same with its measured table (tuner_table.hpp; empty when the file has none).
+Result tunerFileFromJson(const std::string& text, TunerParams* out, MeasuredTable* table);
+// What tessera_tune writes: the parameters, the table and where they came from ("" without JSON
+// support).
+std::string tunerFileToJson(const TunerParams& params, const MeasuredTable& table,
+                            const std::string& tool, const std::string& host,
+                            const std::string& created);
 
 // A parsed TESSERA_ALGO / TESSERA_PROTO value.
 struct AlgoFilter {
@@ -96,8 +105,12 @@ struct TuneInput {
   TransportKind interHost = TransportKind::kUcx;
   bool zeroCopyPossible = false;  // every rank's buffers are registered and mapped
   // With zeroCopyPossible: the peers' buffers are reached by cross-memory attach, so a zero-copy
-  // form's remote moves cost TunerParams::crossMemory instead of the intra-host link.
+  // form's remote moves cost TunerParams::crossMemory instead of the intra-host link. Where the
+  // measured table applies, its crossUs decides (choose() returns a zero-copy choice only where
+  // cross-memory attach was measured faster than the staged choice).
   bool crossMemory = false;
+  // Ignore the measured table (a comparison between two modelled costs).
+  bool modelOnly = false;
   bool deterministic = false;
   // The call runs on the device executor (the only one with the LL protocol). Host calls leave it
   // false and always get Simple.
@@ -110,18 +123,30 @@ struct TuneChoice {
   int workers = 1;
   bool zeroCopy = false;
   double predictedUs = 0;
+  bool measured = false;  // the family came from the measured table, not the model
   // kLL: the device executor runs the call with LL (DeviceExecutor::enqueueLL); `algorithm` and
   // the rest still name the best Simple plan, the fallback where LL turns out not to run.
   Protocol protocol = Protocol::kSimple;
 };
 
+// Where tessera_tune writes this host's tuner file and communicators look for it when
+// TESSERA_TUNER_FILE is unset: $XDG_CACHE_HOME/tessera/tuner-<host name>.json, else
+// $HOME/.cache/tessera/...; "" when neither variable is set.
+std::string tunerCachePath();
+
 class Tuner {
  public:
-  // Reads TESSERA_ALGO, TESSERA_PROTO, TESSERA_DETERMINISTIC and TESSERA_TUNER_FILE.
+  // Reads TESSERA_ALGO, TESSERA_PROTO, TESSERA_DETERMINISTIC and TESSERA_TUNER_FILE, or, without
+  // the last, this host's cached tuner file (tunerCachePath(), unless TESSERA_TUNER_CACHE=0): a
+  // cached file that does not parse is ignored with a warning (it is the tool's, not the user's),
+  // a TESSERA_TUNER_FILE that does not parse is an error.
   static Result fromEnv(Tuner* out);
   Tuner() : params_(defaultTunerParams()) {}
   Tuner(TunerParams params, AlgoFilter filter, ProtoFilter proto = {})
       : params_(params), filter_(std::move(filter)), proto_(std::move(proto)) {}
+  // The same with a measured table (tuner_table.hpp).
+  Tuner(TunerParams params, std::shared_ptr<const MeasuredTable> table, AlgoFilter filter,
+        ProtoFilter proto = {});
 
   // The cheapest allowed family for the input (a family that does not apply, e.g. hier on one
   // host, or oneshot for a collective it does not generate, is skipped). tsrInvalidUsage naming
@@ -135,9 +160,22 @@ class Tuner {
 
   const TunerParams& params() const { return params_; }
   bool deterministicDefault() const { return deterministic_; }
+  // The measured table, or null.
+  const MeasuredTable* table() const { return table_.get(); }
+  // Where the parameters came from: "built-in defaults", or the file's path.
+  const std::string& source() const { return source_; }
+  // Digests of what the tuner decides from: its parameters and table (the file), and its
+  // filters (TESSERA_ALGO, TESSERA_PROTO, TESSERA_DETERMINISTIC). Ranks compare them, so that
+  // every rank picks the same plans.
+  uint64_t fileDigest() const;
+  uint64_t filterDigest() const;
+  // Back to the built-in parameters, without a table (the ranks' files differ).
+  void useDefaults();
 
  private:
   TunerParams params_;
+  std::shared_ptr<const MeasuredTable> table_;
+  std::string source_ = "built-in defaults";
   AlgoFilter filter_;
   ProtoFilter proto_;
   bool deterministic_ = false;

@@ -155,8 +155,13 @@ constexpr EnvVarInfo kRegistry[] = {
      "grouping",
      nullptr, 0, 0, nullptr},
     {"TESSERA_TUNER_FILE", EnvType::kString, "",
-     "JSON file with the tuner's alpha-beta parameters per transport (see collectives/tuner); "
-     "default: built-in values",
+     "JSON file with the tuner's alpha-beta parameters per transport and its measured table (what "
+     "tessera_tune writes; see collectives/tuner); default: this host's cached file, else "
+     "built-in values",
+     nullptr, 0, 0, nullptr},
+    {"TESSERA_TUNER_CACHE", EnvType::kBool, "1",
+     "0: without TESSERA_TUNER_FILE, do not read this host's cached tuner file "
+     "($XDG_CACHE_HOME or ~/.cache, tessera/tuner-<host>.json, written by tessera_tune)",
      nullptr, 0, 0, nullptr},
     {"TESSERA_ZERO_COPY_MIN_BYTES", EnvType::kInt, "262144",
      "calls of at least this many bytes exchange buffer registrations first and, when every "

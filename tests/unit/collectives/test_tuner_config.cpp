@@ -135,7 +135,29 @@ TEST(TunerParamsJson, HostileDocumentsAreErrorsWithTheirPath) {
       {"{\"callOverheadUs\": null}", "callOverheadUs: expected a number"},
       {"{\"" + std::string(5000, 'k') + "\": 1}", "unknown key"},
       {std::string(100000, '[') + std::string(100000, ']'), "(top level)"},
-      {std::string(2 << 20, ' '), "more than"},
+      {std::string(5 << 20, ' '), "more than"},
+      // The measured table (tuner_table.hpp).
+      {"{\"measured\": {}}", "measured: expected an array"},
+      {"{\"measured\": [3]}", "measured[0]: expected an object"},
+      {"{\"measured\": [{\"nranks\": 2}]}", "measured[0]: has no collective"},
+      {"{\"measured\": [{\"collective\": \"allsum\"}]}", "measured[0].collective"},
+      {"{\"measured\": [{\"collective\": \"allreduce\", \"transport\": \"pipe\"}]}",
+       "measured[0].transport"},
+      {"{\"measured\": [{\"collective\": \"allreduce\", \"nranks\": 0}]}", "measured[0].nranks"},
+      {"{\"measured\": [{\"collective\": \"allreduce\", \"points\": [{\"bytes\": 8, \"us\": "
+       "{\"bogus\": 1}}]}]}",
+       "measured[0].points[0].us.bogus: unknown algorithm family"},
+      {"{\"measured\": [{\"collective\": \"allreduce\", \"points\": [{\"bytes\": 8, \"us\": "
+       "{\"ring\": -1}}]}]}",
+       "measured[0].points[0].us.ring"},
+      {"{\"measured\": [{\"collective\": \"allreduce\", \"points\": [{\"bytes\": 8}, "
+       "{\"bytes\": 8}]}]}",
+       "measured[0].points[1]: points must come in increasing bytes"},
+      {"{\"measured\": [{\"collective\": \"allreduce\", \"points\": [{\"us\": {}}]}]}",
+       "measured[0].points[0]: has no bytes"},
+      {"{\"measured\": [{\"collective\": \"allreduce\"}, {\"collective\": \"allreduce\"}]}",
+       "measured[1]: a second set"},
+      {"{\"tool\": 3}", "tool: expected a string"},
   };
   const TunerParams defaults = defaultTunerParams();
   for (const Hostile& h : cases) {
