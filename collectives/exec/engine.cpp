@@ -181,6 +181,18 @@ Result EngineImpl::start(const CollCall& call, std::unique_ptr<Operation>* out) 
     *out = std::make_unique<LocalOperation>(this, call, callNo);
     return tsrSuccess;
   }
+  if (!call.plan && call.algorithm.empty()) {
+    if (!classesAgreed_) {
+      Result r = agreeTransportClasses();
+      if (r != tsrSuccess) return poison(r);  // peers may be past the allGather: out of step
+    }
+    if (hostLLFits(call)) {
+      Result r = ensureHostLL();
+      if (r != tsrSuccess) return poison(r);
+      calls_ = callNo;
+      return makeHostLLOperation(this, call, callNo, out);
+    }
+  }
   int root = collectiveHasRoot(call.collective) ? call.root : 0;
   size_t bytes = callBytes(call, nranks_);
   bool large = bytes >= zeroCopyMinBytes_;

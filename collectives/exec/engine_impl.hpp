@@ -152,6 +152,37 @@ struct Bounce {
   std::vector<Connection*> dirty;  // see EngineImpl::markDirty
 };
 
+// The host LL protocol's resources (host_ll.cpp): this rank's inbox (per sender, two parities of
+// lines), the peers' inboxes mapped here, a doorbell semaphore per peer (for parked waits), and
+// staging for the payloads a reduction combines.
+struct HostLL {
+  struct Peer {
+    std::shared_ptr<Connection> connection;
+    std::shared_ptr<RemoteMemory> remote;
+    char* inbox = nullptr;  // the peer's inbox, mapped
+    std::shared_ptr<Semaphore> doorbell;
+    device::SemaphoreDeviceHandle doorbellHandle{};
+  };
+  bool ready = false;
+  std::shared_ptr<Memory> memory;
+  char* inbox = nullptr;
+  size_t linesPerBox = 0;   // lines per (sender, parity)
+  size_t payloadBytes = 0;  // staging per sender
+  std::vector<char> stagingMemory;
+  char* staging = nullptr;
+  std::vector<Peer> peers;  // by rank
+  uint64_t calls = 0;       // LL calls so far (every rank alike)
+};
+// LL runs for up to this many ranks, up to this payload per message (a rank's whole buffer for
+// all-reduce, one block for all-gather and reduce-scatter), and by default for calls of at most
+// kHostLLDefaultMaxBytes (nccl-tests' size: where it beat the Simple plans on the CI machine
+// class, 2 processes, same run: 0.22 vs 0.26 us at 8-256 B, but 0.30-0.72 vs 0.26-0.56 us at
+// 512 B-4 KiB, its line-by-line copies costing more than the one line transfer it saves);
+// TESSERA_PROTO=LL uses it up to the payload limit, TESSERA_PROTO=Simple never.
+inline constexpr int kHostLLMaxRanks = 16;
+inline constexpr size_t kHostLLMaxPayload = 16 << 10;
+inline constexpr size_t kHostLLDefaultMaxBytes = 256;
+
 // Bookkeeping of an operation that did not move: when the wait began, when peers were last
 // checked.
 struct IdleState {
@@ -255,6 +286,15 @@ class EngineImpl final : public CollectiveEngine {
   Result sendBlob(int peer, int tag, const Memory* memory);
   Result recvBlob(int peer, int tag, std::string* blob);
 
+  // ---- host LL (host_ll.cpp) ----
+  // Whether `call` runs the LL protocol (the same answer on every rank). Needs the transport
+  // classes agreed.
+  bool hostLLFits(const CollCall& call) const;
+  // Collective among all ranks: the inboxes, exchanged, and the doorbells.
+  Result ensureHostLL();
+  HostLL& hostLL() { return hostLL_; }
+  const HostLL& hostLL() const { return hostLL_; }
+
   // ---- zero-copy (zero_copy.cpp) ----
   const Registration* findRegistration(const void* ptr, size_t bytes) const;
   // This rank's record for a call; sends blobs of registrations peers have not seen.
@@ -346,6 +386,7 @@ class EngineImpl final : public CollectiveEngine {
   bool controlReady_ = false;
   std::vector<std::unique_ptr<P2PLink>> p2p_;  // by peer
   Bounce bounce_;
+  HostLL hostLL_;
 
   uint64_t calls_ = 0;
   uint64_t p2pGroups_ = 0;
@@ -382,6 +423,10 @@ class EngineImpl final : public CollectiveEngine {
 Result makeCollOperation(EngineImpl* engine, const CollCall& call, uint64_t callNo,
                          BoundPlan* plain, BoundPlan* zeroCopy, BoundPlan* cross, bool handshake,
                          std::unique_ptr<Operation>* out);
+
+// host_ll.cpp: the operation that runs a call with the host LL protocol (hostLLFits).
+Result makeHostLLOperation(EngineImpl* engine, const CollCall& call, uint64_t callNo,
+                           std::unique_ptr<Operation>* out);
 
 // The message size as nccl-tests counts it (the tuner's and the zero-copy threshold's measure).
 size_t callBytes(const CollCall& call, int nranks);

@@ -8,6 +8,7 @@ list(APPEND TESSERA_COLLECTIVES_SOURCES
   exec/host_executor.cpp
   exec/zero_copy.cpp
   exec/p2p.cpp
+  exec/host_ll.cpp
   exec/run.cpp
   exec/profile.cpp
   exec/device_engine.cpp)

@@ -160,6 +160,7 @@ class Tuner {
 
   const TunerParams& params() const { return params_; }
   bool deterministicDefault() const { return deterministic_; }
+  const ProtoFilter& proto() const { return proto_; }
   // The measured table, or null.
   const MeasuredTable* table() const { return table_.get(); }
   // Where the parameters came from: "built-in defaults", or the file's path.

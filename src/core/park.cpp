@@ -27,6 +27,7 @@ constexpr uint64_t kYieldEveryNs = 8'000;
 // the core never goes idle, which would make the next wake-up cost the core's wake-up too).
 constexpr uint64_t kOtherRanNs = 5'000;
 constexpr uint64_t kSharedMemoryNs = 10'000'000;
+constexpr uint64_t kLongYieldPairNs = 2'000'000;
 // A fair scheduler (EEVDF) may hand the core straight back to the yielder while the thread that
 // shares it has run more than its share: the handover waits for that, yield after yield. Only
 // this many yields in a row that ran nobody mean the core is no longer shared.
@@ -42,6 +43,7 @@ constexpr uint64_t kFallbackSliceNs = 100'000;
 
 thread_local uint64_t tlsHogUntil = 0;
 thread_local uint64_t tlsSharedUntil = 0;
+thread_local uint64_t tlsLastLongYield = 0;
 thread_local WaitStats tlsStats;
 
 std::atomic<bool> gForceFallback{false};
@@ -188,9 +190,15 @@ WaitStep HostWaiter::idle() {
       return WaitStep::kPark;
     }
     if (after - now >= kOtherRanNs) {
-      if (!sharing_) ++tlsStats.shared;
-      sharing_ = true;
-      tlsSharedUntil = after + kSharedMemoryNs;
+      // Two long yields close together: a single one may be the hypervisor taking the core for a
+      // moment, which says nothing about other threads wanting it.
+      bool again = tlsLastLongYield != 0 && now - tlsLastLongYield < kLongYieldPairNs;
+      tlsLastLongYield = after;
+      if (again || sharing_) {
+        if (!sharing_) ++tlsStats.shared;
+        sharing_ = true;
+        tlsSharedUntil = after + kSharedMemoryNs;
+      }
       fastYields_ = 0;
     } else if (sharing_ && ++fastYields_ >= kAloneAfterYields) {
       sharing_ = false;  // nobody else has wanted the core for a while

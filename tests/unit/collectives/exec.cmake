@@ -5,7 +5,7 @@
 add_library(tessera_exec_test_common STATIC ${CMAKE_CURRENT_LIST_DIR}/test_exec_common.cpp)
 target_link_libraries(tessera_exec_test_common PUBLIC tessera_transport_test_util
                       PRIVATE tessera_warnings)
-foreach(_part collectives p2p failures processes zerocopy mixed parking cross_memory tuner_agreement)
+foreach(_part collectives p2p failures processes zerocopy mixed parking cross_memory tuner_agreement host_ll)
   tessera_unit_test(test_exec_${_part} SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_exec_${_part}.cpp)
   target_link_libraries(test_exec_${_part} PRIVATE tessera_exec_test_common)
 endforeach()
