@@ -190,15 +190,14 @@ WaitStep HostWaiter::idle() {
       return WaitStep::kPark;
     }
     if (after - now >= kOtherRanNs) {
-      // Two long yields close together: a single one may be the hypervisor taking the core for a
-      // moment, which says nothing about other threads wanting it.
-      bool again = tlsLastLongYield != 0 && now - tlsLastLongYield < kLongYieldPairNs;
-      tlsLastLongYield = after;
-      if (again || sharing_) {
-        if (!sharing_) ++tlsStats.shared;
-        sharing_ = true;
+      // Another thread ran: hand the core over at every poll for the rest of this wait. Later
+      // waits start that way too only after two such yields close together: a single one may be
+      // the hypervisor taking the core for a moment.
+      if (!sharing_) ++tlsStats.shared;
+      sharing_ = true;
+      if (tlsLastLongYield != 0 && now - tlsLastLongYield < kLongYieldPairNs)
         tlsSharedUntil = after + kSharedMemoryNs;
-      }
+      tlsLastLongYield = after;
       fastYields_ = 0;
     } else if (sharing_ && ++fastYields_ >= kAloneAfterYields) {
       sharing_ = false;  // nobody else has wanted the core for a while
