@@ -78,7 +78,21 @@ ensure_cutlass() {
   fi
 }
 
+# matplotlib, for the benchmarks' plot (perf/plot.py): only when scripts/bench.sh asks.
+ensure_matplotlib() {
+  [[ "${TESSERA_SETUP_BENCH:-0}" == "1" ]] || return 0
+  if python3 -c "import matplotlib" 2>/dev/null; then
+    echo "setup: matplotlib present"
+    return 0
+  fi
+  echo "setup: installing matplotlib (pip) for perf/plot.py"
+  if ! python3 -m pip install -q matplotlib; then
+    warn "could not install matplotlib; bench.sh prints its tables without the plot"
+  fi
+}
+
 install_packages
 ensure_cmake
 ensure_cutlass
+ensure_matplotlib
 exit 0

@@ -51,7 +51,8 @@ constexpr const char* kUsage =
     "  -n  rank counts (processes of this host)      -c  collectives\n"
     "  -b/-e/-f  sizes from -b to -e, times -f each   -r  rounds per size (median)\n"
     "  -m  milliseconds of calls per measurement      -o  file (default: this host's cache,\n"
-    "      $XDG_CACHE_HOME or ~/.cache, tessera/tuner-<host>.json, which communicators read)\n";
+    "      $XDG_CACHE_HOME or ~/.cache, tessera/tuner-<host>.json, which communicators read)\n"
+    "  tessera_tune --cache-path   prints where this host's file is (or would be)\n";
 
 // Calls from this size on run the zero-copy handshake, where cross-memory attach may apply
 // (TESSERA_ZERO_COPY_MIN_BYTES' default).
@@ -473,6 +474,10 @@ int main(int argc, char** argv) {
     if (a == "-h" || a == "--help") {
       std::printf("%s", kUsage);
       return kExitOk;
+    } else if (a == "--cache-path") {
+      std::string path = tunerCachePath();
+      std::printf("%s\n", path.c_str());
+      return path.empty() ? kExitFailed : kExitOk;
     } else if (a == "-n" && (v = value())) {
       ok = parseList<int>(v, &o.nranks, [](const std::string& s, int* n) {
         *n = std::atoi(s.c_str());
