@@ -84,9 +84,7 @@ Result Semaphore::wait(double timeoutSeconds) {
   auto lastCheck = Clock::now();
   HostWaiter waiter;
   ParkSet park;
-  const uint32_t* word = nullptr;
-  uint32_t* parked = nullptr;
-  if (waitSettings().park && parkable(&word, &parked)) park.add(word, parked);
+  if (waitSettings().park) (void)addParkWord(&park);
   for (uint32_t iter = 0;; ++iter) {
     TSR_CHECK(loadWord(*local_, kInboundOffset, &have));
     if (have >= want) return storeWord(*local_, kExpectedOffset, want);
@@ -129,6 +127,12 @@ Result Semaphore::wait(double timeoutSeconds) {
                       ctx.rank, seconds, id_, static_cast<unsigned long long>(want), peer(),
                       transportName(connection_->kind()), static_cast<unsigned long long>(have));
   }
+}
+
+bool Semaphore::addParkWord(ParkSet* set) const {
+  const uint32_t* word = nullptr;
+  uint32_t* parked = nullptr;
+  return parkable(&word, &parked) && set->add(word, parked);
 }
 
 device::SemaphoreDeviceHandle Semaphore::deviceHandle() const {

@@ -21,6 +21,8 @@
 
 namespace tessera {
 
+class ParkSet;
+
 class Semaphore {
  public:
   Semaphore(uint32_t id, std::shared_ptr<Connection> connection, std::shared_ptr<Memory> local,
@@ -47,6 +49,9 @@ class Semaphore {
   // host memory and the peer signals it from a host thread over a mapping (inproc, shm), which
   // wakes parked waiters. Then *word and *parked are the futex word and flag to park on.
   bool parkable(const uint32_t** word, uint32_t** parked) const;
+  // Adds that word to a waiter's set; false where the semaphore is not parkable or the set is
+  // full (the waiter must poll).
+  bool addParkWord(ParkSet* set) const;
 
   // The counter's offset inside the registered memory, for a proxy's atomicAdd.
   static constexpr size_t kInboundOffset = 0;

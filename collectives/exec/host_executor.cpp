@@ -8,6 +8,7 @@
 
 #include "collectives/exec/engine_impl.hpp"
 #include "collectives/exec/host_backend.hpp"
+#include "collectives/exec/recycled.hpp"
 #include "collectives/exec/reduce_kernels.hpp"
 #include "core/datatype.hpp"
 #include "core/park.hpp"
@@ -16,39 +17,10 @@ namespace tessera {
 namespace {
 constexpr Subsys kLogSubsys = Subsys::kColl;
 
-// Adds the semaphore's futex word; false when its signaller wakes no sleeper or the set is full.
-bool addPark(const Semaphore& s, ParkSet* set) {
-  const uint32_t* word = nullptr;
-  uint32_t* parked = nullptr;
-  return s.parkable(&word, &parked) && set->add(word, parked);
-}
-
-// Recycles the memory of finished operations on the thread that frees them: a small call then
-// costs no malloc (the Operation is the only allocation of a call, engine.hpp).
-struct OpPool {
-  static constexpr int kKeep = 8;
-  void* items[kKeep];
-  int n = 0;
-  ~OpPool() {
-    while (n > 0) ::operator delete(items[--n]);
-  }
-};
-
-class CollOperation final : public ExecOperation {
+class CollOperation final : public ExecOperation, public Recycled<CollOperation> {
  public:
-  static void* operator new(size_t bytes) {
-    auto& pool = pool_;
-    if (bytes == sizeof(CollOperation) && pool.n > 0) return pool.items[--pool.n];
-    return ::operator new(bytes);
-  }
-  static void operator delete(void* p, size_t bytes) {
-    auto& pool = pool_;
-    if (bytes == sizeof(CollOperation) && pool.n < OpPool::kKeep) {
-      pool.items[pool.n++] = p;
-      return;
-    }
-    ::operator delete(p);
-  }
+  using Recycled<CollOperation>::operator new;
+  using Recycled<CollOperation>::operator delete;
 
   CollOperation(EngineImpl* e, const CollCall& call, uint64_t callNo, BoundPlan* plain,
                 BoundPlan* zeroCopy, BoundPlan* cross, bool handshake)
@@ -147,7 +119,7 @@ class CollOperation final : public ExecOperation {
       const auto& links = e_->control().links;
       for (size_t p = 0; p < links.size(); ++p)
         if (links[p].semaphore && (have_.empty() || !have_[p]) &&
-            !addPark(*links[p].semaphore, set))
+            !links[p].semaphore->addParkWord(set))
           return false;
       return true;
     }
@@ -160,7 +132,7 @@ class CollOperation final : public ExecOperation {
       if (op.code == exec::kExecBarrier) continue;  // its siblings' waits move it
       if (op.code != exec::kExecWait) return false;
       const SemLink& s = bp.sems[static_cast<size_t>(op.sem)];
-      if (s.credits > 0 || !addPark(*s.semaphore, set)) return false;
+      if (s.credits > 0 || !s.semaphore->addParkWord(set)) return false;
     }
     return true;
   }
@@ -438,10 +410,7 @@ class CollOperation final : public ExecOperation {
   std::vector<HandshakeRecord> records_;
   std::vector<uint8_t> have_;
   std::vector<PeerUser> peerUser_;
-  static thread_local OpPool pool_;
 };
-
-thread_local OpPool CollOperation::pool_;
 
 }  // namespace
 

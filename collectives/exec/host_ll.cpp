@@ -25,6 +25,7 @@
 
 #include "collectives/exec/engine_impl.hpp"
 #include "collectives/exec/host_ops.hpp"
+#include "collectives/exec/recycled.hpp"
 #include "core/datatype.hpp"
 #include "core/park.hpp"
 #include "tessera/device/atomics.hpp"
@@ -40,8 +41,10 @@ size_t linesFor(size_t bytes) { return std::max<size_t>(1, (bytes + kPayload - 1
 
 uint64_t* flagOf(char* line) { return reinterpret_cast<uint64_t*>(line + kPayload); }
 
-class LLOperation final : public ExecOperation {
+class LLOperation final : public ExecOperation, public Recycled<LLOperation, 4> {
  public:
+  using Recycled<LLOperation, 4>::operator new;
+  using Recycled<LLOperation, 4>::operator delete;
   LLOperation(EngineImpl* e, const CollCall& call, uint64_t callNo)
       : e_(e), call_(call), callNo_(callNo), seq_(e->takeTurn()) {
     const size_t elem = dtypeSize(call.dtype);
@@ -50,18 +53,7 @@ class LLOperation final : public ExecOperation {
     n_ = e->nranks();
     rank_ = e->rank();
   }
-  // A small call costs no malloc: operations are recycled on the thread that frees them.
-  static void* operator new(size_t bytes) {
-    if (bytes == sizeof(LLOperation) && pool_.n > 0) return pool_.items[--pool_.n];
-    return ::operator new(bytes);
-  }
-  static void operator delete(void* p, size_t bytes) {
-    if (bytes == sizeof(LLOperation) && pool_.n < Pool::kKeep) {
-      pool_.items[pool_.n++] = p;
-      return;
-    }
-    ::operator delete(p);
-  }
+
   ~LLOperation() override {
     if (!done_ && failed_ == tsrSuccess)
       e_->poison(
@@ -143,11 +135,7 @@ class LLOperation final : public ExecOperation {
     if (done_ || failed_ != tsrSuccess || !e_->myTurn(seq_) || !sent_) return true;
     const HostLL& ll = e_->hostLL();
     for (int q = 0; q < n_; ++q) {
-      if (q == rank_ || got_[q]) continue;
-      const uint32_t* word = nullptr;
-      uint32_t* parked = nullptr;
-      if (!ll.peers[static_cast<size_t>(q)].doorbell->parkable(&word, &parked) ||
-          !set->add(word, parked))
+      if (q != rank_ && !got_[q] && !ll.peers[static_cast<size_t>(q)].doorbell->addParkWord(set))
         return false;
     }
     return true;
@@ -244,19 +232,7 @@ class LLOperation final : public ExecOperation {
   uint8_t got_[kHostLLMaxRanks] = {};
   size_t seen_[kHostLLMaxRanks] = {};  // lines of each peer's message found so far
   IdleState idle_;
-
-  struct Pool {
-    static constexpr int kKeep = 4;
-    void* items[kKeep];
-    int n = 0;
-    ~Pool() {
-      while (n > 0) ::operator delete(items[--n]);
-    }
-  };
-  static thread_local Pool pool_;
 };
-
-thread_local LLOperation::Pool LLOperation::pool_;
 
 }  // namespace
 

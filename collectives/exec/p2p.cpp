@@ -116,15 +116,10 @@ class P2POperation final : public ExecOperation {
 
   bool parkWords(ParkSet* set) const override {
     if (done_ || failed_ != tsrSuccess || !e_->myTurn(seq_)) return true;
-    auto add = [set](const Semaphore& s) {
-      const uint32_t* word = nullptr;
-      uint32_t* parked = nullptr;
-      return s.parkable(&word, &parked) && set->add(word, parked);
-    };
     for (size_t p = 0; p < sends_.size(); ++p) {
       const P2PLink* link = links_[p];
-      if (sendAt_[p] < sends_[p].size() && !add(*link->ack)) return false;
-      if (recvAt_[p] < recvs_[p].size() && !add(*link->data)) return false;
+      if (sendAt_[p] < sends_[p].size() && !link->ack->addParkWord(set)) return false;
+      if (recvAt_[p] < recvs_[p].size() && !link->data->addParkWord(set)) return false;
     }
     return true;
   }

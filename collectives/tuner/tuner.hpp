@@ -15,10 +15,12 @@
 //   "allreduce:ring,tree;allgather:^rhd"
 //                  (per collective). Names are the families of algorithms.hpp, case-insensitive.
 //   TESSERA_PROTO  "Simple", "LL" (NCCL's names, case-insensitive; "LL128" parses but tessera has
-//                  no such protocol). LL runs only on the device executor, for calls that
-//                  exec::llSupports accepts, within one host over mapped transports; "LL" forces
-//                  it wherever it runs (Simple elsewhere), "^LL" forbids it. A value that leaves
-//                  a collective neither Simple nor LL is an error.
+//                  no such protocol). LL runs within one host over mapped transports: on the
+//                  device executor for calls that exec::llSupports accepts (the tuner's model
+//                  decides), on the host executor for small all-reduce, all-gather and
+//                  reduce-scatter (EngineImpl::hostLLFits: up to 256 B, not through the model);
+//                  "LL" forces it wherever it runs (Simple elsewhere), "^LL" forbids it. A value
+//                  that leaves a collective neither Simple nor LL is an error.
 // TESSERA_DETERMINISTIC=1 keeps only canonical-order families for reducing collectives.
 // TESSERA_DEBUG_SUBSYS=TUNING logs each choice with the predicted time of every candidate.
 #pragma once

@@ -34,6 +34,10 @@ class ScopedEnv {
   bool hadOld_ = false;
 };
 
+// Refuses process_vm_readv / process_vm_writev to this process from now on (EPERM), as a
+// container's seccomp filter does; true when the filter is in place. Call it in a forked rank.
+bool denyCrossMemoryForTest();
+
 // Empty when a CUDA device is usable; otherwise why not (no CUDA in this build, no driver,
 // no device). Every test binary links tessera_core, which answers this.
 std::string gpuUnavailableReason();

@@ -5,10 +5,6 @@
 // result is checked against the serial reference, premulsum (a pre-op on input loads) included,
 // and each call says how it reached its peers.
 #include <gtest/gtest.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 
 #include <cstddef>
 #include <cstdio>
@@ -23,19 +19,6 @@ namespace tessera::exectest {
 namespace {
 
 using test::RankMode;
-
-bool denyCrossMemory() {
-  struct sock_filter filter[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 2, 0),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_writev, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-  };
-  struct sock_fprog prog = {static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
-  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
-         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
-}
 
 // A tuner file that makes cross-memory attach the cheapest way for every large call.
 class FastCrossMemory {
@@ -113,7 +96,7 @@ TEST(ExecCrossMemory, RefusedByTheKernelTheCallsStage) {
   FastCrossMemory fast;
   test::expectAllRanksOk(
       test::runTransportRanks(RankMode::kProcesses, 3, [](TransportContext& ctx) {
-        TT_CHECK(denyCrossMemory(), "installing the seccomp filter failed: %s",
+        TT_CHECK(test::denyCrossMemoryForTest(), "installing the seccomp filter failed: %s",
                  std::strerror(errno));
         return runCases(ctx, "");
       }));

@@ -5,10 +5,6 @@
 // as containers' defaults do) or TESSERA_CMA=0, the connection says so with the reason and the
 // calls are refused with it; nothing is written.
 #include <gtest/gtest.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 
 #include <cstddef>
 #include <cstring>
@@ -21,20 +17,6 @@ namespace tessera::test {
 namespace {
 
 constexpr size_t kBytes = 3 << 20;  // a few MiB: many pages, one call each way
-
-// Refuses process_vm_readv / process_vm_writev in this process with EPERM from now on.
-bool denyCrossMemory() {
-  struct sock_filter filter[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 2, 0),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_writev, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-  };
-  struct sock_fprog prog = {static_cast<unsigned short>(sizeof filter / sizeof filter[0]), filter};
-  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
-         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0;
-}
 
 // Each rank publishes the address of a malloc buffer (no registration) over the bootstrap; rank 0
 // reads rank 1's and writes into it, and rank 1 checks what arrived.
@@ -107,7 +89,8 @@ TEST(CrossMemory, InprocThreadsShareTheAddressSpace) {
 
 TEST(CrossMemory, RefusedByASeccompFilterSaysWhy) {
   expectAllRanksOk(runTransportRanks(RankMode::kProcesses, 2, [](TransportContext& ctx) {
-    TT_CHECK(denyCrossMemory(), "installing the seccomp filter failed: %s", std::strerror(errno));
+    TT_CHECK(test::denyCrossMemoryForTest(), "installing the seccomp filter failed: %s",
+             std::strerror(errno));
     return refused(ctx, "Operation not permitted");
   }));
 }
