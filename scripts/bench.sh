@@ -72,15 +72,18 @@ else
     esac
   }
   mcaName() { [[ "$1" == reducescatter ]] && echo reduce_scatter || echo "$1"; }
-  # One launch: small sizes with many calls per figure, large ones with few.
+  # One launch, in three sweeps: 8 B - 4 KiB by doubling, then 16 KiB - 1 MiB and 4 MiB - MAX by
+  # fours, the small sizes with many calls per figure, the large ones with few.
   launch() {  # launch <file> <binary> <np> [mpirun args...]
-    local file="$1" bin="$2" np="$3"
+    local file="$1" bin="$2" np="$3" range
     shift 3
     : >"$file"
-    mpirun "${mpi_flags[@]}" "$@" -np "$np" "$BUILD_DIR/perf/$bin" -b 8 -e 1M -f 4 -n 200 -w 20 \
-      -c 1 --baseline mpi >>"$file" 2>&1
-    mpirun "${mpi_flags[@]}" "$@" -np "$np" "$BUILD_DIR/perf/$bin" -b 4M -e "$MAX" -f 4 -n 5 -w 1 \
-      -c 1 --baseline mpi >>"$file" 2>&1
+    for range in "-b 8 -e 4K -f 2 -n 500 -w 50" "-b 16K -e 1M -f 4 -n 50 -w 5" \
+      "-b 4M -e $MAX -f 4 -n 5 -w 1"; do
+      # shellcheck disable=SC2086
+      mpirun "${mpi_flags[@]}" "$@" -np "$np" "$BUILD_DIR/perf/$bin" $range -c 1 --baseline mpi \
+        >>"$file" 2>&1
+    done
   }
   start=$(date +%s)
   for c in $COLLS; do
