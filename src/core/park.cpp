@@ -33,10 +33,10 @@ constexpr uint64_t kLongYieldPairNs = 2'000'000;
 // this many yields in a row that ran nobody mean the core is no longer shared.
 constexpr uint32_t kAloneAfterYields = 32;
 // A yield that took longer than this gave the core to a thread that does not wait for anyone (it
-// ran a whole time slice): waits park after a short spin, for kHogMemoryNs, so that the core goes
-// to that thread while they wait and comes back with the wake-up.
+// ran a whole time slice): for kHogMemoryNs waits do not yield (each yield would hand it another
+// slice); they spin up to the budget and then park, so that a long wait leaves the core to that
+// thread and comes back with the wake-up.
 constexpr uint64_t kHogNs = 1'000'000;
-constexpr uint64_t kShortSpinNs = 300;
 constexpr uint64_t kHogMemoryNs = 50'000'000;
 // futex_waitv missing: one word is waited on, for at most this long when there are others.
 constexpr uint64_t kFallbackSliceNs = 100'000;
@@ -176,7 +176,9 @@ WaitStep HostWaiter::idle() {
   uint64_t now = device::clockNs();
   uint64_t waited = now - start_;
   if (now < tlsHogUntil) {
-    if (waited >= kShortSpinNs) return WaitStep::kPark;
+    // Another thread takes whole slices of this core: a yield would hand it one, so spin (the
+    // peer on its own core usually answers within microseconds) and park after the budget.
+    if (waited >= s.spinNs) return WaitStep::kPark;
     cpuPause();
     return WaitStep::kPoll;
   }

@@ -20,7 +20,8 @@
 //   2. yield once and time it: if another thread ran on this core meanwhile, the core is shared:
 //      hand it over at every poll (a peer rank on the same core then runs at once, and the core
 //      never goes idle); if the other thread kept it for a whole time slice (it waits for no one),
-//      park now, and park after a short spin on the next waits for a while;
+//      park now, and for a while later waits do not yield (each yield would hand that thread
+//      another slice): they spin up to the budget, then park;
 //   3. otherwise spin on (yielding now and then, which costs nothing on an idle core) up to the
 //      spin budget (TESSERA_WAIT_SPIN_US), then park: a long wait gives its core away.
 // Waking a parked thread costs the waker a system call and, where the waiter's core went idle,
