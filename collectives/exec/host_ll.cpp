@@ -197,8 +197,8 @@ class LLOperation final : public ExecOperation, public Recycled<LLOperation, 4> 
       return tsrSuccess;
     }
     // Sum (or the op) in rank order; this rank's own part comes from its input.
-    const void* srcs[kMaxPlanRanks < 64 ? kMaxPlanRanks : 64];
-    uint8_t pre[64];
+    const void* srcs[kHostLLMaxRanks];
+    uint8_t pre[kHostLLMaxRanks];
     for (int q = 0; q < n_; ++q) {
       srcs[q] = q == rank_ ? static_cast<const void*>(payloadFor(rank_))
                            : ll.staging + static_cast<size_t>(q) * ll.payloadBytes;
