@@ -174,14 +174,17 @@ struct HostLL {
   uint64_t calls = 0;       // LL calls so far (every rank alike)
 };
 // LL runs for up to this many ranks, up to this payload per message (a rank's whole buffer for
-// all-reduce, one block for all-gather and reduce-scatter), and by default for calls of at most
-// kHostLLDefaultMaxBytes (nccl-tests' size: where it beat the Simple plans on the CI machine
-// class, 2 processes, same run: 0.22 vs 0.26 us at 8-256 B, but 0.30-0.72 vs 0.26-0.56 us at
-// 512 B-4 KiB, its line-by-line copies costing more than the one line transfer it saves);
+// all-reduce, one block for all-gather and reduce-scatter), and by default where a call moves at
+// most kHostLLDefaultMaxBytes: its nccl-tests size, and the bytes a rank receives ((n-1) messages).
+// Measured on the CI machine class, 2 processes, same runs, LL against Simple (medians): 0.42-0.46
+// vs 0.60-0.74 us at 256 B, 1.49-2.00 vs 2.41-2.85 us at 4 KiB, but 2.85-3.72 vs 2.66-3.51 at
+// 8 KiB; 4 thread ranks on 2 cores: 3.3-4.9 vs 5.5-7.5 us at 512 B, 5.7-8.0 vs 6.2-6.4 at 2 KiB
+// (6 KiB received); all-gather and reduce-scatter alike. (Earlier, with the two cores sharing a
+// last-level cache, Simple won from 512 B by up to 0.16 us; LL's win where they do not is larger.)
 // TESSERA_PROTO=LL uses it up to the payload limit, TESSERA_PROTO=Simple never.
 inline constexpr int kHostLLMaxRanks = 16;
 inline constexpr size_t kHostLLMaxPayload = 16 << 10;
-inline constexpr size_t kHostLLDefaultMaxBytes = 256;
+inline constexpr size_t kHostLLDefaultMaxBytes = 4 << 10;
 
 // Bookkeeping of an operation that did not move: when the wait began, when peers were last
 // checked.

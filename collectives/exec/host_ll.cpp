@@ -252,7 +252,8 @@ bool EngineImpl::hostLLFits(const CollCall& call) const {
   const ProtoFilter& proto = tuner_.proto();
   if (!proto.allows(call.collective, Protocol::kLL)) return false;
   if (!proto.allows(call.collective, Protocol::kSimple)) return true;  // LL forced
-  return callBytes(call, nranks_) <= kHostLLDefaultMaxBytes;
+  return callBytes(call, nranks_) <= kHostLLDefaultMaxBytes &&
+         block * static_cast<size_t>(nranks_ - 1) <= kHostLLDefaultMaxBytes;
 }
 
 Result EngineImpl::ensureHostLL() {

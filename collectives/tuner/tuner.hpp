@@ -18,7 +18,7 @@
 //                  no such protocol). LL runs within one host over mapped transports: on the
 //                  device executor for calls that exec::llSupports accepts (the tuner's model
 //                  decides), on the host executor for small all-reduce, all-gather and
-//                  reduce-scatter (EngineImpl::hostLLFits: up to 256 B, not through the model);
+//                  reduce-scatter (EngineImpl::hostLLFits: up to 4 KiB, not through the model);
 //                  "LL" forces it wherever it runs (Simple elsewhere), "^LL" forbids it. A value
 //                  that leaves a collective neither Simple nor LL is an error.
 // TESSERA_DETERMINISTIC=1 keeps only canonical-order families for reducing collectives.

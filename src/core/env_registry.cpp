@@ -147,7 +147,7 @@ constexpr EnvVarInfo kRegistry[] = {
      "protocols the tuner may pick, in NCCL's syntax (\"simple\", \"^ll\", \"ll\"): Simple (bulk "
      "chunks and semaphores) or LL (small calls: on device buffers 8-byte lines of 4 data and 4 "
      "flag bytes; on host buffers 64-byte lines of 56 data and 8 flag bytes, all-reduce, "
-     "all-gather and reduce-scatter of up to 256 B, to 16 KiB a message with \"ll\"); a value "
+     "all-gather and reduce-scatter of up to 4 KiB, to 16 KiB a message with \"ll\"); a value "
      "that leaves none is an error",
      nullptr, 0, 0, nullptr},
     {"TESSERA_DETERMINISTIC", EnvType::kBool, "0",

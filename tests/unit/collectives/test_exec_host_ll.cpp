@@ -86,14 +86,25 @@ TEST_F(ExecHostLL, WaitsThatParkAtOnce) {
   test::expectAllRanksOk(test::runTransportRanks(RankMode::kProcesses, 2, body));
 }
 
-// By default LL carries calls of at most 256 bytes; TESSERA_PROTO=Simple never.
+// By default LL carries calls that move at most 4 KiB: nccl-tests' size (all-gather and
+// reduce-scatter: n blocks) and the bytes each rank receives ((n-1) messages: a whole buffer for
+// all-reduce, a block for the others); TESSERA_PROTO=Simple never.
 TEST_F(ExecHostLL, DefaultAndSimpleOnly) {
+  // 2 ranks: float counts up to 1024 for all-reduce, 512 for the others; 512 is the edge of both.
   test::expectAllRanksOk(test::runTransportRanks(RankMode::kThreads, 2, [](TransportContext& ctx) {
     std::unique_ptr<CollectiveEngine> e;
     TT_CHECK_OK(makeEngine(ctx, EngineSetup{}, &e));
-    std::string err = cases(*e, ctx.rank(), 2, {1, 32}, true, 1);
+    std::string err = cases(*e, ctx.rank(), 2, {1, 32, 512}, true, 1);
     if (!err.empty()) return err;
-    return cases(*e, ctx.rank(), 2, {65, 1000}, false, 50);
+    return cases(*e, ctx.rank(), 2, {1025, 3000}, false, 50);
+  }));
+  // 4 ranks: all-reduce up to 341 floats (3 x 1364 B received), the others up to 256 (4 KiB).
+  test::expectAllRanksOk(test::runTransportRanks(RankMode::kThreads, 4, [](TransportContext& ctx) {
+    std::unique_ptr<CollectiveEngine> e;
+    TT_CHECK_OK(makeEngine(ctx, EngineSetup{}, &e));
+    std::string err = cases(*e, ctx.rank(), 4, {1, 256}, true, 1);
+    if (!err.empty()) return err;
+    return cases(*e, ctx.rank(), 4, {342, 1000}, false, 50);
   }));
   test::ScopedEnv proto("TESSERA_PROTO", "Simple");
   test::expectAllRanksOk(test::runTransportRanks(RankMode::kThreads, 2, [](TransportContext& ctx) {
