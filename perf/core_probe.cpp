@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
       __atomic_store_n(&line[8], i, __ATOMIC_RELEASE);
     }
   }
-  double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  double ns =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
   if (me == 1) _exit(0);
   int status = 0;
   waitpid(child, &status, 0);
