@@ -252,6 +252,9 @@ bool EngineImpl::hostLLFits(const CollCall& call) const {
   const ProtoFilter& proto = tuner_.proto();
   if (!proto.allows(call.collective, Protocol::kLL)) return false;
   if (!proto.allows(call.collective, Protocol::kSimple)) return true;  // LL forced
+  // TESSERA_ALGO names the families to run (tessera_tune and perf/tuner_check.sh measure each
+  // that way): the LL exchange is none of them.
+  if (tuner_.filter().restricts(call.collective)) return false;
   return callBytes(call, nranks_) <= kHostLLDefaultMaxBytes &&
          block * static_cast<size_t>(nranks_ - 1) <= kHostLLDefaultMaxBytes;
 }

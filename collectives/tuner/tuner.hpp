@@ -73,6 +73,8 @@ struct AlgoFilter {
   // Per collective: allowed[c][i] for family i of algorithms(); all true when unset.
   std::array<std::vector<bool>, kCollectiveCount> allowed;
   std::string text;  // the value parsed, for error sentences ("" when built by hand)
+  // Whether it leaves out some family of collective c.
+  bool restricts(Collective c) const { return !allowed[static_cast<size_t>(c)].empty(); }
 };
 Result parseAlgoFilter(const std::string& value, AlgoFilter* out);
 
@@ -163,6 +165,7 @@ class Tuner {
   const TunerParams& params() const { return params_; }
   bool deterministicDefault() const { return deterministic_; }
   const ProtoFilter& proto() const { return proto_; }
+  const AlgoFilter& filter() const { return filter_; }
   // The measured table, or null.
   const MeasuredTable* table() const { return table_.get(); }
   // Where the parameters came from: "built-in defaults", or the file's path.

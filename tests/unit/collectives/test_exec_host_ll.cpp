@@ -88,7 +88,7 @@ TEST_F(ExecHostLL, WaitsThatParkAtOnce) {
 
 // By default LL carries calls that move at most 4 KiB: nccl-tests' size (all-gather and
 // reduce-scatter: n blocks) and the bytes each rank receives ((n-1) messages: a whole buffer for
-// all-reduce, a block for the others); TESSERA_PROTO=Simple never.
+// all-reduce, a block for the others); TESSERA_PROTO=Simple never, nor TESSERA_ALGO=<family>.
 TEST_F(ExecHostLL, DefaultAndSimpleOnly) {
   // 2 ranks: float counts up to 1024 for all-reduce, 512 for the others; 512 is the edge of both.
   test::expectAllRanksOk(test::runTransportRanks(RankMode::kThreads, 2, [](TransportContext& ctx) {
@@ -106,12 +106,25 @@ TEST_F(ExecHostLL, DefaultAndSimpleOnly) {
     if (!err.empty()) return err;
     return cases(*e, ctx.rank(), 4, {342, 1000}, false, 50);
   }));
-  test::ScopedEnv proto("TESSERA_PROTO", "Simple");
-  test::expectAllRanksOk(test::runTransportRanks(RankMode::kThreads, 2, [](TransportContext& ctx) {
+  auto simpleOnly = [](TransportContext& ctx) {
     std::unique_ptr<CollectiveEngine> e;
     TT_CHECK_OK(makeEngine(ctx, EngineSetup{}, &e));
     return cases(*e, ctx.rank(), 2, {1, 32}, false, 1);
-  }));
+  };
+  {
+    // TESSERA_ALGO names the families to run; LL is none of them (unless TESSERA_PROTO=LL).
+    test::ScopedEnv algo("TESSERA_ALGO", "ring");
+    test::expectAllRanksOk(test::runTransportRanks(RankMode::kThreads, 2, simpleOnly));
+    test::ScopedEnv proto("TESSERA_PROTO", "LL");
+    test::expectAllRanksOk(
+        test::runTransportRanks(RankMode::kThreads, 2, [](TransportContext& ctx) {
+          std::unique_ptr<CollectiveEngine> e;
+          TT_CHECK_OK(makeEngine(ctx, EngineSetup{}, &e));
+          return cases(*e, ctx.rank(), 2, {1, 32}, true, 1);
+        }));
+  }
+  test::ScopedEnv proto("TESSERA_PROTO", "Simple");
+  test::expectAllRanksOk(test::runTransportRanks(RankMode::kThreads, 2, simpleOnly));
 }
 
 }  // namespace
