@@ -42,6 +42,12 @@ Result runCall(CollectiveEngine& e, const CollCall& call, double timeoutSeconds 
 Result runP2P(CollectiveEngine& e, const std::vector<P2PCall>& calls, double timeoutSeconds = 20);
 
 // One collective call and how to check it.
+// A plan family and a collective it generates: a row of the tests' case lists.
+struct FamilyColl {
+  const char* family;  // "" lets the tuner choose
+  Collective coll;
+};
+
 struct CollCase {
   Collective coll = Collective::kAllReduce;
   std::string algorithm;  // "" lets the tuner choose

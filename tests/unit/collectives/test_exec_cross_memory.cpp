@@ -35,10 +35,6 @@ class FastCrossMemory {
   std::unique_ptr<test::ScopedEnv> env_;
 };
 
-struct FamilyColl {
-  const char* family;  // "" lets the tuner choose
-  Collective coll;
-};
 const FamilyColl kCases[] = {
     {"", Collective::kAllGather}, {"", Collective::kBroadcast},     {"", Collective::kAllReduce},
     {"", Collective::kReduce},    {"", Collective::kReduceScatter}, {"", Collective::kAllToAll},

@@ -16,10 +16,6 @@ namespace {
 
 using test::RankMode;
 
-struct FamilyColl {
-  const char* family;
-  Collective coll;
-};
 const FamilyColl kCases[] = {
     {"ring", Collective::kAllReduce},     {"oneshot", Collective::kAllReduce},
     {"tree", Collective::kAllReduce},     {"rhd", Collective::kAllReduce},

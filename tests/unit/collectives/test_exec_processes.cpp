@@ -12,10 +12,6 @@ namespace {
 
 using test::RankMode;
 
-struct FamilyColl {
-  const char* family;
-  Collective coll;
-};
 const FamilyColl kShmCases[] = {
     {"ring", Collective::kAllReduce},    {"ring", Collective::kReduceScatter},
     {"ring", Collective::kAllGather},    {"ring", Collective::kBroadcast},
