@@ -139,8 +139,6 @@ Result readTunerFile(const std::string& path, TunerParams* params, MeasuredTable
   return tsrSuccess;
 }
 
-// The measured family for the call, or false (no table applies, or none of the families measured
-// at the nearest size is allowed).
 // The table's point for the call, where a table applies (one host, staged or cross-memory
 // attach, host executor).
 const MeasuredPoint* measuredPoint(const MeasuredTable* table, const TuneInput& in,
@@ -152,15 +150,12 @@ const MeasuredPoint* measuredPoint(const MeasuredTable* table, const TuneInput& 
   return set == nullptr ? nullptr : nearestPoint(*set, in.bytes);
 }
 
-bool measuredChoice(const MeasuredTable* table, const TuneInput& in, const HostLayout& hl,
-                    const AlgoFilter& filter, bool deterministic, const char** family, double* us) {
-  TuneInput staged = in;
-  staged.zeroCopyPossible = staged.crossMemory = false;
-  const MeasuredPoint* pt = measuredPoint(table, staged, hl);
-  if (pt == nullptr) return false;
+// The fastest family measured at `pt` that the call may run, or false (none of them is allowed).
+bool measuredChoice(const MeasuredPoint& pt, const TuneInput& in, const AlgoFilter& filter,
+                    bool deterministic, const char** family, double* us) {
   const std::vector<AlgorithmInfo>& families = algorithms();
   bool found = false;
-  for (const MeasuredFamily& m : pt->families) {
+  for (const MeasuredFamily& m : pt.families) {
     for (size_t i = 0; i < families.size(); ++i) {
       const AlgorithmInfo& a = families[i];
       if (m.family != a.name || !generates(a, in.collective) || a.needsHosts) continue;
@@ -296,13 +291,12 @@ Result Tuner::choose(const TuneInput& in, TuneChoice* out) const {
   const char* measuredFamily = nullptr;
   double measuredUs = 0;
   const MeasuredPoint* point = measuredPoint(table_.get(), in, hl);
-  bool measured =
-      best.us >= 0 && point != nullptr && !in.crossMemory &&
-      measuredChoice(table_.get(), in, hl, filter_, deterministic, &measuredFamily, &measuredUs);
+  bool measured = best.us >= 0 && point != nullptr && !in.crossMemory &&
+                  measuredChoice(*point, in, filter_, deterministic, &measuredFamily, &measuredUs);
   if (best.us >= 0 && point != nullptr && in.crossMemory) {
-    // Cross-memory attach where it was measured, and faster than the staged choice.
-    bool staged =
-        measuredChoice(table_.get(), in, hl, filter_, deterministic, &measuredFamily, &measuredUs);
+    // Cross-memory attach where it was measured, and faster than the staged choice (the same
+    // point's families).
+    bool staged = measuredChoice(*point, in, filter_, deterministic, &measuredFamily, &measuredUs);
     if (point->crossUs > 0 && (!staged || point->crossUs < measuredUs)) {
       best.us = point->crossUs;
       measured = true;
