@@ -181,7 +181,8 @@ struct HostLL {
 // 8 KiB; 4 thread ranks on 2 cores: 3.3-4.9 vs 5.5-7.5 us at 512 B, 5.7-8.0 vs 6.2-6.4 at 2 KiB
 // (6 KiB received); all-gather and reduce-scatter alike. (Earlier, with the two cores sharing a
 // last-level cache, Simple won from 512 B by up to 0.16 us; LL's win where they do not is larger.)
-// TESSERA_PROTO=LL uses it up to the payload limit, TESSERA_PROTO=Simple never.
+// TESSERA_PROTO=LL uses it up to the payload limit; TESSERA_PROTO=Simple never, nor a TESSERA_ALGO
+// that names families for the collective (hostLLFits).
 inline constexpr int kHostLLMaxRanks = 16;
 inline constexpr size_t kHostLLMaxPayload = 16 << 10;
 inline constexpr size_t kHostLLDefaultMaxBytes = 4 << 10;
