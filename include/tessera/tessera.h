@@ -109,6 +109,11 @@ typedef struct {
   const char* netName; /* "Socket" (the only one in this version); NULL: automatic */
   int splitShare;      /* 1: a split child shares the parent's resources */
   int device;          /* CUDA device index, TSR_DEVICE_HOST, or TSR_DEVICE_CURRENT */
+  /* Milliseconds any wait of this communicator may take before it fails with tsrTimeout: the
+   * bootstrap's (TESSERA_BOOTSTRAP_TIMEOUT) and the transports' and executors'
+   * (TESSERA_TRANSPORT_TIMEOUT). Undefined: those variables. A split child inherits it (its
+   * bootstrap always keeps the parent's deadline). */
+  int timeoutMs;
 } tsrConfig_t;
 
 #define TSR_CONFIG_MAGIC 0x7e55e2a1u
@@ -116,7 +121,7 @@ typedef struct {
   {                                                                                             \
     sizeof(tsrConfig_t), TSR_CONFIG_MAGIC, TESSERA_VERSION_CODE, TSR_CONFIG_UNDEF_INT,          \
         TSR_CONFIG_UNDEF_INT, TSR_CONFIG_UNDEF_INT, TSR_CONFIG_UNDEF_INT, TSR_CONFIG_UNDEF_PTR, \
-        TSR_CONFIG_UNDEF_INT, TSR_CONFIG_UNDEF_INT                                              \
+        TSR_CONFIG_UNDEF_INT, TSR_CONFIG_UNDEF_INT, TSR_CONFIG_UNDEF_INT                        \
   }
 
 /* ---- Errors and version ------------------------------------------------------------------ */
@@ -194,6 +199,16 @@ TSR_API tsrResult_t tsrReduce(const void* sendbuff, void* recvbuff, size_t count
 /* Both buffers hold nranks * count elements; block p of sendbuff goes to rank p. */
 TSR_API tsrResult_t tsrAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                                 tsrDataType_t datatype, tsrComm_t comm, tsrStream_t stream);
+/* Uneven all-to-all (MPI_Alltoallv's shape; counts and displacements in elements, nranks entries
+ * each): sendcounts[p] elements at sendbuff + sdispls[p] go to rank p, which receives them at its
+ * recvbuff + rdispls[q] (q: the sender) with recvcounts[q] == the sender's sendcounts[p]; a
+ * mismatch fails the call on both ranks with a sentence naming the sizes. The receive blocks must
+ * not overlap one another nor any send block; there is no in-place form. Runs as one group of
+ * sends and receives (inside an open group it joins it). */
+TSR_API tsrResult_t tsrAlltoAllv(const void* sendbuff, const size_t* sendcounts,
+                                 const size_t* sdispls, void* recvbuff, const size_t* recvcounts,
+                                 const size_t* rdispls, tsrDataType_t datatype, tsrComm_t comm,
+                                 tsrStream_t stream);
 /* Point to point. A peer equal to the caller's rank is valid (the matching receive must be in
  * the same group). Outside a group a send waits for its matching receive. */
 TSR_API tsrResult_t tsrSend(const void* sendbuff, size_t count, tsrDataType_t datatype, int peer,

@@ -65,6 +65,9 @@ class TSR_API Communicator {
                      tsrRedOp_t op, int root, tsrStream_t stream = nullptr);
   tsrResult_t alltoAll(const void* sendbuff, void* recvbuff, size_t count, tsrDataType_t datatype,
                        tsrStream_t stream = nullptr);
+  tsrResult_t alltoAllv(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
+                        void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
+                        tsrDataType_t datatype, tsrStream_t stream = nullptr);
   tsrResult_t send(const void* sendbuff, size_t count, tsrDataType_t datatype, int peer,
                    tsrStream_t stream = nullptr);
   tsrResult_t recv(void* recvbuff, size_t count, tsrDataType_t datatype, int peer,

@@ -211,6 +211,17 @@ TSR_API tsrResult_t tsrAlltoAll(const void* sendbuff, void* recvbuff, size_t cou
   });
 }
 
+TSR_API tsrResult_t tsrAlltoAllv(const void* sendbuff, const size_t* sendcounts,
+                                 const size_t* sdispls, void* recvbuff, const size_t* recvcounts,
+                                 const size_t* rdispls, tsrDataType_t datatype, tsrComm_t comm,
+                                 tsrStream_t stream) {
+  return guarded("tsrAlltoAllv", [&]() -> tsrResult_t {
+    TSR_LOOKUP_CALL(comm, "tsrAlltoAllv", c);
+    return c->alltoAllv(sendbuff, sendcounts, sdispls, recvbuff, recvcounts, rdispls, datatype,
+                        stream);
+  });
+}
+
 TSR_API tsrResult_t tsrSend(const void* sendbuff, size_t count, tsrDataType_t datatype, int peer,
                             tsrComm_t comm, tsrStream_t stream) {
   return guarded("tsrSend", [&]() -> tsrResult_t {

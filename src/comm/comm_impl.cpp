@@ -221,6 +221,7 @@ Result CommImpl::transports(TransportContext** out) {
     o.bootstrap = bootstrap_.get();
     o.placements = placements_;
     o.cudaDevice = device_ >= 0 ? device_ : -1;
+    o.timeoutSeconds = config_.timeoutSeconds;  // 0: TESSERA_TRANSPORT_TIMEOUT
     o.pathClass = [this](int peer, PathClass* c) { return pathClassTo(peer, c); };
     TSR_CHECK(TransportContext::create(o, &transports_));
   }

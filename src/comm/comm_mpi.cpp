@@ -21,7 +21,8 @@ tsrResult_t initMpi(tsrComm_t* comm, MPI_Comm mpiComm, tsrConfig_t* config) {
   TSR_CHECK(envValidateAll());
   CommConfig cfg;
   TSR_CHECK(resolveConfig(config, nullptr, &cfg));
-  BootstrapOptions opts;  // timeout: TESSERA_BOOTSTRAP_TIMEOUT, validated above
+  BootstrapOptions opts;  // timeout: tsrConfig_t.timeoutMs, else TESSERA_BOOTSTRAP_TIMEOUT
+  opts.timeoutSeconds = cfg.timeoutSeconds;
   // MPI_Comm_dup is collective: do it here, on the calling thread, even for a non-blocking init.
   std::unique_ptr<Bootstrap> boot;
   TSR_CHECK(MpiBootstrap::create(mpiComm, opts, &boot));

@@ -45,7 +45,8 @@ tsrResult_t Communicator::initRank(int nranks, const tsrUniqueId& id, int rank,
   // A corrupted id fails here, at once, even for a non-blocking init.
   UniqueIdContents contents;
   TSR_CHECK(decodeUniqueId(id, &contents));
-  BootstrapOptions opts;  // timeout: TESSERA_BOOTSTRAP_TIMEOUT, validated above
+  BootstrapOptions opts;  // timeout: tsrConfig_t.timeoutMs, else TESSERA_BOOTSTRAP_TIMEOUT
+  opts.timeoutSeconds = cfg.timeoutSeconds;
   auto factory = [id, rank, nranks, opts](int cancelFd, std::unique_ptr<Bootstrap>* b) {
     BootstrapOptions o = opts;
     o.cancelFd = cancelFd;

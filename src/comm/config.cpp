@@ -98,6 +98,21 @@ Result resolveConfig(const tsrConfig_t* user, const CommConfig* inherit, CommCon
   } else {
     out->device = base.device;
   }
+
+  // Added after `device`: a caller built against an older header has no such field.
+  int timeoutMs = TSR_CONFIG_UNDEF_INT;
+  if (c->size >= offsetof(tsrConfig_t, timeoutMs) + sizeof(int)) timeoutMs = c->timeoutMs;
+  if (timeoutMs != TSR_CONFIG_UNDEF_INT) {
+    if (timeoutMs <= 0)
+      return TSR_FAIL(tsrInvalidArgument,
+                      "tsrConfig_t.timeoutMs = %d: a deadline must be positive (leave it "
+                      "TSR_CONFIG_UNDEF_INT for TESSERA_BOOTSTRAP_TIMEOUT and "
+                      "TESSERA_TRANSPORT_TIMEOUT)",
+                      timeoutMs);
+    out->timeoutSeconds = timeoutMs / 1000.0;
+  } else {
+    out->timeoutSeconds = base.timeoutSeconds;
+  }
   return tsrSuccess;
 }
 

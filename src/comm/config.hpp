@@ -15,6 +15,8 @@ struct CommConfig {
   std::string netName;  // "" = automatic
   bool splitShare = false;
   int device = TSR_DEVICE_CURRENT;
+  // tsrConfig_t.timeoutMs in seconds; 0: TESSERA_BOOTSTRAP_TIMEOUT / TESSERA_TRANSPORT_TIMEOUT.
+  double timeoutSeconds = 0;
 };
 
 // Checks `user` (may be null: all defaults) field by field; an invalid field is
