@@ -7,9 +7,11 @@ set(TESSERA_WITH_NVML AUTO CACHE STRING "Look for NVML at configure time (AUTO, 
 set(TESSERA_WITH_JSON AUTO CACHE STRING "Plan files via nlohmann-json (AUTO, ON, OFF)")
 set(TESSERA_WITH_CUTLASS AUTO CACHE STRING
     "The fused GEMM kernels' CUTLASS mainloop (AUTO, ON, OFF); needs CUDA")
+set(TESSERA_WITH_TORCH AUTO CACHE STRING
+    "Build tessera_torch (python/, the torch.distributed backend) and its tests (AUTO, ON, OFF)")
 set(TESSERA_CUTLASS_DIR "" CACHE PATH
     "CUTLASS include folder (holds cutlass/ and cute/); empty: the nvidia-cutlass Python package")
-foreach(dep CUDA MPI UCX HWLOC NVML JSON CUTLASS)
+foreach(dep CUDA MPI UCX HWLOC NVML JSON CUTLASS TORCH)
   set_property(CACHE TESSERA_WITH_${dep} PROPERTY STRINGS AUTO ON OFF)
   # Accept any CMake boolean spelling (off, NO, 0, true...); anything else is an error, never
   # a silent AUTO.

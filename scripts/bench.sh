@@ -9,7 +9,11 @@
 #      coll_tuned_<collective>_algorithm N), the best of them per size; BENCH_LAUNCHES (3) launches
 #      of each, taken in turn; each row the median with min and max; the tables, bench.json and
 #      bench.png (busbw against size, perf/plot.py) go to BENCH_OUT (bench-out);
-#   4. 4 thread ranks on this machine's cores: all-reduce from 8 B to 4 KiB.
+#   4. 4 thread ranks on this machine's cores: all-reduce from 8 B to 4 KiB;
+#   5. where torch is installed, perf/torch_bench.py: torch.distributed on tessera beside Gloo
+#      (all_reduce, all_gather_into_tensor, reduce_scatter_tensor over 2 and 4 processes from 8 B
+#      to BENCH_MAX, and a DDP step of a ~50 M-parameter model), torch.json and torch.png in
+#      BENCH_OUT (BENCH_TORCH=0 skips it).
 # BENCH_NPS ("2 4"), BENCH_COLLS ("allreduce allgather reducescatter"), BENCH_MAX (256M) narrow
 # it; BENCH_TRANSPORT=1 adds transport_perf (put bandwidth and signal round trip per transport
 # beside memcpy and ucx_perftest, about a minute). Extra arguments go to bootstrap_perf.
@@ -18,8 +22,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 TESSERA_SETUP_BENCH=1 tessera_setup
 tessera_configure
-tessera_build --target tessera_info tessera_tune bootstrap_perf transport_perf all_reduce_perf \
-  all_gather_perf reduce_scatter_perf
+targets=(tessera_info tessera_tune bootstrap_perf transport_perf all_reduce_perf all_gather_perf
+  reduce_scatter_perf)
+if python3 -c "import torch" 2>/dev/null && [[ "${BENCH_TORCH:-1}" == "1" ]]; then
+  targets+=(tessera_torch)
+fi
+tessera_build --target "${targets[@]}"
 OUT="${BENCH_OUT:-$ROOT/bench-out}"
 LAUNCHES="${BENCH_LAUNCHES:-3}"
 NPS="${BENCH_NPS:-2 4}"
@@ -111,3 +119,14 @@ fi
 echo
 echo "# 4 thread ranks on $(nproc) cores: all-reduce, float sum, 1000 calls a size"
 "$BUILD_DIR/perf/all_reduce_perf" -t 4 -b 8 -e 4K -f 2 -n 1000 -w 100 -c 1 ${ALL_REDUCE_PERF_ARGS:-}
+
+if [[ "${BENCH_TORCH:-1}" != "1" ]]; then
+  echo "# torch.distributed beside Gloo: skipped (BENCH_TORCH=0)"
+elif [[ ! -d "$BUILD_DIR/python/tessera_torch" ]]; then
+  echo "# torch.distributed beside Gloo: skipped (no torch for python3, so no tessera_torch)"
+else
+  echo
+  echo "# torch.distributed: tessera beside Gloo (perf/torch_bench.py)"
+  PYTHONPATH="$BUILD_DIR/python" python3 "$ROOT/perf/torch_bench.py" -n "${NPS// /,}" -e "$MAX" \
+    --json "$OUT/torch.json" --plot "$OUT/torch.png" ${TORCH_BENCH_ARGS:-}
+fi

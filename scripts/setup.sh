@@ -5,7 +5,7 @@
 # Debian/Ubuntu packages: compilers and build tools, Open MPI, UCX (+ ucx-utils for
 # ucx_perftest), hwloc, GoogleTest sources and libraries, nlohmann/json (transport_perf's JSON),
 # ccache, pkg-config; CMake >= 3.25 from the Python package index where the distribution's is
-# older.
+# older; torch, pytest and numpy from it for the torch backend (TESSERA_SETUP_TORCH=0: not).
 # Where something cannot be installed (no apt-get, no root, offline), it says what is missing
 # and carries on: configure then skips each optional dependency it does not find, and stops with
 # a sentence for a required one.
@@ -78,6 +78,26 @@ ensure_cutlass() {
   fi
 }
 
+# torch (pinned; with its CUDA libraries about 5.4 GB, about 90 s here), pytest and numpy: the
+# torch.distributed backend (python/) builds against it and tests/torch runs it. An installed torch
+# of another version is kept: the backend builds against whichever torch is there.
+TORCH_PIN="torch==2.15.0"
+ensure_torch() {
+  [[ "${TESSERA_SETUP_TORCH:-1}" == "1" ]] || return 0
+  local missing=()
+  python3 -c "import torch" 2>/dev/null || missing+=("$TORCH_PIN")
+  python3 -c "import pytest" 2>/dev/null || missing+=(pytest)
+  python3 -c "import numpy" 2>/dev/null || missing+=(numpy)
+  if [[ ${#missing[@]} -eq 0 ]]; then
+    echo "setup: torch $(python3 -c 'import torch; print(torch.__version__)'), pytest and numpy present"
+    return 0
+  fi
+  echo "setup: installing ${missing[*]} (pip) for the torch backend and its tests"
+  if ! python3 -m pip install -q "${missing[@]}"; then
+    warn "could not install ${missing[*]}; configure skips tessera_torch and its tests and says so"
+  fi
+}
+
 # matplotlib, for the benchmarks' plot (perf/plot.py): only when scripts/bench.sh asks.
 ensure_matplotlib() {
   [[ "${TESSERA_SETUP_BENCH:-0}" == "1" ]] || return 0
@@ -94,5 +114,6 @@ ensure_matplotlib() {
 install_packages
 ensure_cmake
 ensure_cutlass
+ensure_torch
 ensure_matplotlib
 exit 0
