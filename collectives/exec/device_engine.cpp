@@ -207,6 +207,81 @@ Result EngineImpl::enqueue(const CollCall& call, void* stream) {
   return device_->enqueue(call, plan, callNo, stream);
 }
 
+Result EngineImpl::enqueueP2P(const std::vector<P2PCall>& calls, void* stream) {
+  if (poisoned_ != tsrSuccess)
+    return TSR_FAIL(tsrInvalidUsage,
+                    "rank %d: the collective engine failed earlier and runs no more calls (%s)",
+                    rank_, poisonWhy_.c_str());
+  // The host path's checks (p2p.cpp, startP2P), before anything is set up or enqueued.
+  std::vector<size_t> selfSends, selfRecvs;
+  for (const P2PCall& c : calls) {
+    if (c.peer < 0 || c.peer >= nranks_)
+      return TSR_FAIL(tsrInvalidArgument, "rank %d: %s peer %d is not a rank of %d", rank_,
+                      c.isSend ? "send to" : "receive from", c.peer, nranks_);
+    if (c.peer == rank_) (c.isSend ? selfSends : selfRecvs).push_back(c.count * dtypeSize(c.dtype));
+  }
+  if (selfSends.size() != selfRecvs.size())
+    return TSR_FAIL(tsrInvalidUsage,
+                    "rank %d: a group has %zu sends to self and %zu receives from self; each send "
+                    "to self needs its receive in the same group",
+                    rank_, selfSends.size(), selfRecvs.size());
+  for (size_t i = 0; i < selfSends.size(); ++i)
+    if (selfSends[i] != selfRecvs[i])
+      return TSR_FAIL(tsrInvalidUsage,
+                      "rank %d: send to self #%zu has %zu bytes but its receive has %zu", rank_, i,
+                      selfSends[i], selfRecvs[i]);
+  if (calls.empty()) return tsrSuccess;
+  if (!options_.deviceEmulation && options_.cudaDevice < 0)
+    return TSR_FAIL(tsrInvalidUsage,
+                    "rank %d: send/recv on device buffers needs this rank's GPU (the communicator "
+                    "has none)",
+                    rank_);
+  if (calls.size() > exec::kP2PMaxCalls)
+    return TSR_FAIL(tsrInvalidUsage,
+                    "rank %d: a group has %zu sends and receives on device buffers for this "
+                    "communicator; the device executor takes at most %u per group (a send to self "
+                    "and its receive count two): split the group",
+                    rank_, calls.size(), exec::kP2PMaxCalls);
+  const uint64_t groupNo = ++p2pGroups_;
+  if (nranks_ == 1) {
+    // Sends to self only: copies, in stream order (as enqueue does for one rank).
+    size_t next = 0;
+    for (const P2PCall& send : calls) {
+      if (!send.isSend) continue;
+      while (calls[next].isSend) ++next;  // the receive this send meets (checked above)
+      const P2PCall& recv = calls[next++];
+      const size_t bytes = send.count * dtypeSize(send.dtype);
+      if (bytes == 0 || send.sendbuf == recv.recvbuf) continue;
+      if (options_.deviceEmulation) {
+        std::memmove(recv.recvbuf, send.sendbuf, bytes);
+        continue;
+      }
+#if TESSERA_HAVE_CUDA
+      cudaError_t e = cudaMemcpyAsync(recv.recvbuf, send.sendbuf, bytes, cudaMemcpyDeviceToDevice,
+                                      static_cast<cudaStream_t>(stream));
+      if (e != cudaSuccess)
+        return TSR_FAIL(tsrUnhandledCudaError,
+                        "rank 0: cudaMemcpyAsync of %zu bytes (send/recv group %llu) failed: %s",
+                        bytes, static_cast<unsigned long long>(groupNo), cudaGetErrorString(e));
+#endif
+    }
+    return tsrSuccess;
+  }
+  if (!device_) {
+    bool capturing = false;
+    if (!options_.deviceEmulation && exec::streamIsCapturing(stream, &capturing) == tsrSuccess &&
+        capturing)
+      return TSR_FAIL(tsrInvalidUsage,
+                      "rank %d: send/recv group %llu is this communicator's first device call and "
+                      "is being captured into a graph; starting the device executor allocates "
+                      "memory and launches its kernel, which a capture forbids: make one device "
+                      "call outside the capture first",
+                      rank_, static_cast<unsigned long long>(groupNo));
+    TSR_CHECK(makeDeviceExecutor());
+  }
+  return device_->enqueueP2P(calls, groupNo, stream);
+}
+
 Result EngineImpl::makeDeviceExecutor() {
   {
     DeviceExecutorOptions o;
@@ -217,6 +292,7 @@ Result EngineImpl::makeDeviceExecutor() {
     o.cudaDevice = options_.deviceEmulation ? -1 : options_.cudaDevice;
     o.timeoutSeconds = timeoutSeconds_;
     o.scratchBytes = scratchBytes_;
+    o.p2pSlotBytes = options_.deviceP2PSlotBytes;
     int64_t minCtas = options_.minCtas, maxCtas = options_.maxCtas, threads = 256;
     if (minCtas <= 0) TSR_CHECK(envIntOr("TESSERA_MIN_CTAS", 1, &minCtas));
     if (maxCtas <= 0) TSR_CHECK(envIntOr("TESSERA_MAX_CTAS", 2, &maxCtas));

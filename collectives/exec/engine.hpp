@@ -99,6 +99,9 @@ struct EngineOptions {
   // communicator's config fields minCTAs / maxCTAs when set).
   int minCtas = 0;
   int maxCtas = 0;
+  // Payload bytes per slot of the device executor's send/recv rings (0: the default, 64 KiB).
+  // Every rank must use the same; tests make it small so that messages span many slots.
+  size_t deviceP2PSlotBytes = 0;
 };
 
 class CollectiveEngine {
@@ -124,6 +127,17 @@ class CollectiveEngine {
   // the stream goes on once it is done. Returns once enqueued. Errors of the executing side come
   // later, from deviceError() (the communicator's async error).
   virtual Result enqueue(const CollCall& call, void* stream) = 0;
+  // Enqueues the sends and receives of one group on device buffers (host buffers under
+  // deviceEmulation) as one item of the device executor, ordered on `stream` after this engine's
+  // earlier device calls. Semantics as startP2P: per ordered pair of ranks the k-th device send
+  // meets the peer's k-th device receive (host-buffer calls are matched among themselves, by the
+  // host executor); any order within the group; a send to self needs its receive in the group.
+  // Checks what startP2P checks before anything is enqueued; at most 128 calls (a send to self and
+  // its receive count two). A size mismatch, a missing peer (tsrTimeout after the engine's
+  // timeout) or an abort come later, from deviceError(). The first group that names a peer sets up
+  // the pair's link, pairwise: it blocks until the peer reaches its own first group naming this
+  // rank.
+  virtual Result enqueueP2P(const std::vector<P2PCall>& calls, void* stream) = 0;
   // Emulation only: waits until every enqueued call completed.
   virtual Result deviceSynchronize() = 0;
   // The device executor's first failure; tsrSuccess while none (or never used).

@@ -49,6 +49,7 @@ enum EngineTag {
   kTagControlSetup = 3,
   kTagP2PSetup = 4,
   kTagDevicePlanSetup = 5,  // the device executor's plan binding (device_bind.cpp)
+  kTagDeviceP2PSetup = 6,   // the device executor's send/recv links (device_p2p.cpp)
 };
 // The user tag the engine gives the transport layer for connects and semaphores.
 inline constexpr int kEngineTransportTag = 0x6578;
@@ -231,6 +232,7 @@ class EngineImpl final : public CollectiveEngine {
   Tuner& tuner() override { return tuner_; }
   // device_engine.cpp
   Result enqueue(const CollCall& call, void* stream) override;
+  Result enqueueP2P(const std::vector<P2PCall>& calls, void* stream) override;
   Result deviceSynchronize() override;
   Result deviceError() override;
   void abortDevice() override;

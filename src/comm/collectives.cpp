@@ -175,8 +175,11 @@ Result issue(const std::shared_ptr<CommImpl>& impl, const Request& q) {
   return r == tsrSuccess ? r : noteCallError(r);
 }
 
+// A send or receive: on host buffers the host executor runs it, on device buffers of the
+// communicator's GPU the device executor (*onDevice), ordered on the call's stream.
 Result checkP2P(CommImpl& comm, const char* api, const void* buf, size_t count, tsrDataType_t dtype,
-                int peer) {
+                int peer, bool* onDevice) {
+  *onDevice = false;
   TSR_CHECK(comm.checkReady(api));
   TSR_CHECK(dtypeCheck(dtype, api));
   const int n = comm.nranks();
@@ -193,33 +196,32 @@ Result checkP2P(CommImpl& comm, const char* api, const void* buf, size_t count, 
     return TSR_FAIL(tsrInvalidArgument, "%s: the buffer is NULL with count %zu", api, count);
   Placement pl;
   TSR_CHECK(classifyBuffer(comm, api, "the buffer", buf, &pl));
-  if (pl.device)
-    return TSR_FAIL(tsrInvalidUsage,
-                    "%s: the buffer %p is CUDA memory: send/recv on device buffers is not "
-                    "supported by the device executor yet (use host buffers)",
-                    api, buf);
+  *onDevice = pl.device;
   return tsrSuccess;
 }
 
 Result submitP2P(const std::shared_ptr<CommImpl>& impl, bool isSend, const void* buf, size_t count,
-                 tsrDataType_t dtype, int peer);
+                 tsrDataType_t dtype, int peer, bool onDevice, tsrStream_t stream);
 
 Result issueP2P(const std::shared_ptr<CommImpl>& impl, const char* api, bool isSend,
-                const void* buf, size_t count, tsrDataType_t dtype, int peer) {
+                const void* buf, size_t count, tsrDataType_t dtype, int peer, tsrStream_t stream) {
   ScopedRank scoped(impl->rank());
   Result r = guarded(api, [&]() -> Result {
-    TSR_CHECK(checkP2P(*impl, api, buf, count, dtype, peer));
+    bool onDevice = false;
+    TSR_CHECK(checkP2P(*impl, api, buf, count, dtype, peer, &onDevice));
     if (count == 0) return tsrSuccess;
-    return submitP2P(impl, isSend, buf, count, dtype, peer);
+    return submitP2P(impl, isSend, buf, count, dtype, peer, onDevice, stream);
   });
   return r == tsrSuccess ? r : noteCallError(r);
 }
 
 Result submitP2P(const std::shared_ptr<CommImpl>& impl, bool isSend, const void* buf, size_t count,
-                 tsrDataType_t dtype, int peer) {
+                 tsrDataType_t dtype, int peer, bool onDevice, tsrStream_t stream) {
   PendingCall pc;
   pc.comm = impl;
   pc.isP2P = true;
+  pc.onDevice = onDevice;
+  pc.stream = stream;
   pc.p2p.isSend = isSend;
   pc.p2p.peer = peer;
   pc.p2p.sendbuf = isSend ? buf : nullptr;
@@ -269,13 +271,13 @@ tsrResult_t Communicator::alltoAll(const void* sendbuff, void* recvbuff, size_t 
 }
 
 tsrResult_t Communicator::send(const void* sendbuff, size_t count, tsrDataType_t datatype, int peer,
-                               tsrStream_t) {
-  return issueP2P(impl_, "tsrSend", true, sendbuff, count, datatype, peer);
+                               tsrStream_t stream) {
+  return issueP2P(impl_, "tsrSend", true, sendbuff, count, datatype, peer, stream);
 }
 
 tsrResult_t Communicator::recv(void* recvbuff, size_t count, tsrDataType_t datatype, int peer,
-                               tsrStream_t) {
-  return issueP2P(impl_, "tsrRecv", false, recvbuff, count, datatype, peer);
+                               tsrStream_t stream) {
+  return issueP2P(impl_, "tsrRecv", false, recvbuff, count, datatype, peer, stream);
 }
 
 tsrResult_t Communicator::groupStart() { return tessera::groupStart(); }

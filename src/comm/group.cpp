@@ -23,7 +23,9 @@ thread_local GroupState tGroup;
 struct CommBatch {
   std::shared_ptr<CommImpl> comm;
   std::vector<const PendingCall*> colls;
-  std::vector<P2PCall> p2p;
+  std::vector<P2PCall> p2p;     // host buffers
+  std::vector<P2PCall> devP2p;  // device buffers, all on devStream
+  void* devStream = nullptr;
   std::vector<std::unique_ptr<Operation>> ops;
   Result result = tsrSuccess;
   std::string error;  // the sentence of a failed start (it may happen on another thread)
@@ -51,6 +53,9 @@ Result startBatch(CommBatch& b) {
     TSR_CHECK(engine->startP2P(b.p2p, &op));
     b.ops.push_back(std::move(op));
   }
+  // The device ones last (every rank in this same order, so their link setups, pairwise, meet):
+  // enqueued, they complete on their stream.
+  if (!b.devP2p.empty()) TSR_CHECK(engine->enqueueP2P(b.devP2p, b.devStream));
   return tsrSuccess;
 }
 
@@ -80,10 +85,21 @@ Result runCalls(std::vector<PendingCall>& calls) {
       batches.back().comm = c.comm;
       it = batches.end() - 1;
     }
-    if (c.isP2P)
-      it->p2p.push_back(c.p2p);
-    else
+    if (!c.isP2P) {
       it->colls.push_back(&c);
+    } else if (!c.onDevice) {
+      it->p2p.push_back(c.p2p);
+    } else {
+      // One item runs the group's device sends and receives, so it is ordered on one stream.
+      if (!it->devP2p.empty() && c.stream != it->devStream)
+        return TSR_FAIL(tsrInvalidUsage,
+                        "tsrGroupEnd: rank %d's sends and receives on device buffers in this group "
+                        "use two streams (%p and %p); a group's device sends and receives of one "
+                        "communicator must use one stream",
+                        c.comm->rank(), it->devStream, c.stream);
+      it->devStream = c.stream;
+      it->devP2p.push_back(c.p2p);
+    }
   }
   if (batches.size() == 1) {
     startBatchCatching(batches[0]);
@@ -126,11 +142,12 @@ Result submitCall(PendingCall call) {
     tGroup.calls.push_back(std::move(call));
     return tsrSuccess;
   }
-  if (!call.isP2P) {
+  if (!call.isP2P || call.onDevice) {
     // The common case, one collective outside a group, without the batching containers: it is
-    // most of a small call's host overhead.
+    // most of a small call's host overhead. A send or receive on device buffers is enqueued.
     CollectiveEngine* engine = nullptr;
     TSR_CHECK(call.comm->collectives(&engine));
+    if (call.isP2P) return engine->enqueueP2P({call.p2p}, call.stream);
     if (call.onDevice) return engine->enqueue(call.coll, call.stream);
     std::unique_ptr<Operation> op;
     TSR_CHECK(engine->start(call.coll, &op));

@@ -9,7 +9,9 @@
 // A collective on device buffers is enqueued on the device executor instead (outside a group at
 // once, inside one at tsrGroupEnd in its place among the communicator's collectives): it returns
 // once enqueued, and completes in stream order; its errors come later, as the communicator's
-// async error.
+// async error. Sends and receives on device buffers likewise: outside a group one at once, inside
+// one all of a communicator's together (one enqueueP2P, after its collectives and its host sends
+// and receives), on the stream they name (one stream per communicator and group).
 #pragma once
 
 #include <memory>
@@ -28,8 +30,8 @@ struct PendingCall {
   bool isP2P = false;
   CollCall coll;  // !isP2P
   P2PCall p2p;    // isP2P
-  // Device buffers (coll only): the call goes to the engine's device executor, ordered on
-  // `stream` (a cudaStream_t; NULL: the legacy default stream).
+  // Device buffers: the call goes to the engine's device executor, ordered on `stream` (a
+  // cudaStream_t; NULL: the legacy default stream).
   bool onDevice = false;
   void* stream = nullptr;
 };

@@ -340,15 +340,21 @@ Result DeviceExecutor::upload(void* dst, const void* src, size_t bytes) {
 #endif
 }
 
-Result DeviceExecutor::post(exec::WorkItem item, void* stream) {
+Result DeviceExecutor::post(exec::WorkItem item, void* stream, const exec::P2PGroupDesc* group,
+                            exec::P2PGroupDesc* groups) {
   State& s = *state_;
+  if (group != nullptr && groups == nullptr && options_.mode == LaunchMode::kPersistent)
+    return TSR_FAIL(tsrInternalError, "rank %d: a send/recv group posted without a group ring",
+                    options_.rank);
   if (emulated()) {
     item.doneWord = s.eagerWord;
     item.doneValue = ++s.ticket;
     if (options_.mode == LaunchMode::kPersistent) {
-      (void)exec::postItem(s.q, item);  // a failure is recorded and the done word written
+      // A failure is recorded and the done word written.
+      (void)exec::postItem(s.q, item, groups, group);
       return tsrSuccess;
     }
+    if (group != nullptr) item.p2p = group;  // the threads below run it before post returns
     // Launch mode: a fresh "grid" of host threads runs the item and ends, as launchItem's kernel.
     const auto n = static_cast<uint32_t>(options_.ctas);
     const uint64_t seq = s.lastCall;
@@ -398,9 +404,17 @@ Result DeviceExecutor::post(exec::WorkItem item, void* stream) {
   }
   if (options_.mode == LaunchMode::kKernel) {
     item.doneWord = nullptr;  // stream order is the launch's own
-    return exec::launchItem(s.q, item, static_cast<uint32_t>(options_.ctas),
-                            static_cast<uint32_t>(options_.threads), stream);
+    const auto nctas = static_cast<uint32_t>(options_.ctas);
+    const auto threads = static_cast<uint32_t>(options_.threads);
+    if (group != nullptr)
+      return exec::launchSendRecvItem(s.q, item, *group, nctas, threads, stream);
+    return exec::launchItem(s.q, item, nctas, threads, stream);
   }
+  auto trigger = [&](bool resetDone) {
+    if (group != nullptr)
+      return exec::launchSendRecvTrigger(s.q, item, groups, *group, resetDone, stream);
+    return exec::launchTrigger(s.q, item, resetDone, stream);
+  };
   if (capturing) {
     // A call site of its own, never reused: every replay resets it, runs, and waits for its run.
     // The words were made before any capture (create(), and grown below outside captures).
@@ -414,7 +428,7 @@ Result DeviceExecutor::post(exec::WorkItem item, void* stream) {
     ++s.sitesUsed;
     item.doneWord = word;
     item.doneValue = 1;
-    TSR_CHECK(exec::launchTrigger(s.q, item, true, stream));
+    TSR_CHECK(trigger(true));
     return exec::streamWaitValue32(stream, word, 1, false);
   }
   if (s.sitesUsed + kSiteWordsPerChunk / 4 > s.siteChunks.size() * kSiteWordsPerChunk) {
@@ -428,10 +442,11 @@ Result DeviceExecutor::post(exec::WorkItem item, void* stream) {
   }
   item.doneWord = s.eagerWord;
   item.doneValue = ++s.ticket;
-  TSR_CHECK(exec::launchTrigger(s.q, item, false, stream));
+  TSR_CHECK(trigger(false));
   return exec::streamWaitValue32(stream, s.eagerWord, item.doneValue, true);
 #else
   (void)stream;
+  (void)groups;
   return TSR_FAIL(tsrInternalError, "rank %d: post without CUDA", options_.rank);
 #endif
 }
@@ -544,11 +559,14 @@ Result DeviceExecutor::error() {
         "the queue had failed before"};
     const char* why = e.why >= 0 && e.why < 8 ? kWhy[e.why] : "an unknown reason";
     s.failed = static_cast<Result>(e.code);
-    s.failedWhy = strprintf(
-        "rank %d: device call %llu failed: %s (CTA %d, worker %d, plan op %d, "
-        "peer rank %d)",
-        options_.rank, static_cast<unsigned long long>(e.callNo), why, e.cta, e.worker, e.op,
-        e.peer);
+    if ((e.callNo & exec::kP2PCallBit) != 0)
+      s.failedWhy = p2pFailureText(e, options_.rank, why);
+    else
+      s.failedWhy = strprintf(
+          "rank %d: device call %llu failed: %s (CTA %d, worker %d, plan op %d, "
+          "peer rank %d)",
+          options_.rank, static_cast<unsigned long long>(e.callNo), why, e.cta, e.worker, e.op,
+          e.peer);
   }
 #if TESSERA_HAVE_CUDA
   if (s.failed == tsrSuccess && !emulated() && s.stream != nullptr) {

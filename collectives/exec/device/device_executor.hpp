@@ -15,6 +15,10 @@
 // its trigger stores 0 there first, the kernel stores 1, the stream waits for == 1, so every replay
 // waits for its own run (DESIGN.md: "a graph replay repeats the values captured in it").
 //
+// Sends and receives of a group are one kItemP2P item on the same queue (device_p2p.cpp, p2p.hpp),
+// so they are ordered with the collectives; its group descriptor travels in the trigger's
+// parameters and is copied into a group ring beside the queue's slots.
+//
 // Emulation (cudaDevice < 0): the same executor on host memory and host transports, its resident
 // CTAs host threads running runScheduler<HostGroup>; enqueue posts from the calling thread and
 // synchronize() waits for the done word. The CPU tests run every collective through it.
@@ -45,6 +49,10 @@ namespace tessera {
 
 class EngineImpl;
 
+// The sentence of a failed send/recv group (record.callNo has exec::kP2PCallBit): its own reasons
+// (kWhyP2P*) with their sizes, or `why` (the generic reason's text). device_p2p.cpp.
+std::string p2pFailureText(const exec::ErrorRecord& record, int rank, const char* why);
+
 enum class LaunchMode : uint8_t { kPersistent, kKernel };
 
 struct DeviceExecutorOptions {
@@ -59,7 +67,13 @@ struct DeviceExecutorOptions {
   int threads = 256;                          // per CTA (GPU; kernels.cu's launch bound)
   LaunchMode mode = LaunchMode::kPersistent;  // TESSERA_LAUNCH
   uint32_t queueSlots = 256;
+  uint64_t p2pSlotBytes = 0;  // payload per send/recv ring slot; 0: kDeviceP2PSlotBytes
 };
+
+// Send/recv rings (device_p2p.cpp): slots per ordered pair of ranks, and the default payload per
+// slot (the host executor's geometry, collectives/exec/engine_impl.hpp).
+inline constexpr uint32_t kDeviceP2PSlots = 8;
+inline constexpr uint64_t kDeviceP2PSlotBytes = 64 << 10;
 
 // A plan bound for the device executor: the compiled program (compilePlan), its resources and the
 // DevicePlan (plus arrays) copied where the executing side reads it.
@@ -88,6 +102,12 @@ class DeviceExecutor {
   // The LL protocol's exchange for a small call (ll.hpp); false in *used when LL cannot run it
   // (a peer not mapped, too large), and nothing is enqueued then.
   Result enqueueLL(const CollCall& call, uint64_t callNo, void* stream, bool* used);
+  // The sends and receives of one group (validated by the engine: peers in range, every send to
+  // self matched by a receive of its size; at most exec::kP2PMaxCalls calls), as one kItemP2P item
+  // on `stream` (p2p.hpp). Sets up the links to peers the group is the first to name (pairwise,
+  // in increasing peer order; the peers do the same at their matching group). `groupNo`: the
+  // engine's group number (error sentences).
+  Result enqueueP2P(const std::vector<P2PCall>& calls, uint64_t groupNo, void* stream);
   // Emulation: waits until every enqueued call completed (tsrTimeout after the timeout).
   Result synchronize();
   // The first failure of the executing side (tsrSuccess while none), with its sentence.
@@ -102,12 +122,15 @@ class DeviceExecutor {
   // transport the device executor uses (p2p, cuda_ipc, ucx; inproc, shm in the emulation), made on
   // first use (pairwise); memory the executing side reaches (device memory, or host memory in the
   // emulation); and posting a filled item on `stream` (the done word and the trigger or launch as
-  // for any call; `item.doneWord`/`doneValue` are set here).
+  // for any call; `item.doneWord`/`doneValue` are set here). A kItemP2P item comes with its
+  // `group`, which the poster copies into `groups` (the executor's group ring, queueSlots entries)
+  // or a launch passes by value.
   Result connection(int peer, std::shared_ptr<Connection>* out);
   Result allocate(size_t bytes, std::shared_ptr<Memory>* out);
   // Copies host bytes to memory allocate() gave (cudaMemcpy, or memcpy in the emulation).
   Result upload(void* dst, const void* src, size_t bytes);
-  Result post(exec::WorkItem item, void* stream);
+  Result post(exec::WorkItem item, void* stream, const exec::P2PGroupDesc* group = nullptr,
+              exec::P2PGroupDesc* groups = nullptr);
   bool emulated() const { return options_.cudaDevice < 0; }
   EngineImpl* engine() const { return options_.engine; }
 
@@ -123,6 +146,11 @@ class DeviceExecutor {
     void operator()(LLState* p) const;
   };
   std::unique_ptr<LLState, LLDeleter> ll_;
+  struct P2PState;  // device_p2p.cpp, made by the first send/recv group (same pattern as LLState)
+  struct P2PDeleter {
+    void operator()(P2PState* p) const;
+  };
+  std::unique_ptr<P2PState, P2PDeleter> p2p_;
 };
 
 }  // namespace tessera

@@ -99,4 +99,85 @@ struct DeviceLL {
   int32_t nranks;
 };
 
+// ---- send / receive (p2p.hpp) ----
+
+// Most calls (sends and receives, a send to self and its receive counting two) of one group on
+// one communicator: a group travels by value in the trigger kernel's parameters (capturable, and
+// stream-ordered without host bookkeeping), which must stay under 4 KiB.
+inline constexpr uint32_t kP2PMaxCalls = 128;
+// Every piece starts with a header (P2PPieceHeader) in the first bytes of its slot.
+inline constexpr uint64_t kP2PHeaderBytes = 64;
+
+// One ordered pair's link as the executing side sees it: this rank's ring of `slots` slots that
+// the peer fills, the peer's ring that this rank fills (mapped), and two semaphores, each used in
+// both directions: `data` (signal: a piece was written into the peer's ring; poll: one arrived in
+// this rank's) and `ack` (signal: a slot of this rank's ring was drained; poll: a credit came
+// back). The counters persist across groups (this struct lives in memory the executor writes), so
+// a slot is never reused before it was drained.
+struct DeviceP2PLink {
+  char* inbox;
+  char* peerInbox;
+  device::SemaphoreDeviceHandle data;
+  device::SemaphoreDeviceHandle ack;
+  uint64_t sent;      // pieces written to the peer
+  uint64_t acked;     // credits taken back from the peer
+  uint64_t received;  // pieces drained from this rank's ring
+};
+
+// A rank's send/receive state: its links by rank (set up when a group first names the peer).
+struct DeviceP2P {
+  DeviceP2PLink* links;  // nranks entries; the own rank's is unused
+  uint64_t slotBytes;    // payload bytes per slot (a slot is kP2PHeaderBytes + slotBytes)
+  uint32_t slots;
+  int32_t rank;
+  int32_t nranks;
+  int32_t pad;
+};
+
+// The first bytes of a slot: which message the piece belongs to and where it goes.
+struct P2PPieceHeader {
+  uint64_t messageBytes;  // the whole message: a receive of another size is an error
+  uint64_t offset;
+  uint64_t bytes;
+};
+
+enum : uint8_t { kP2PLaneSend = 0, kP2PLaneRecv = 1, kP2PLaneSelf = 2 };
+
+// A lane: the group's messages of one kind to or from one peer, in call order (transfers
+// [begin, end)), moved one piece at a time. A self lane is one send to self: transfers[begin] is
+// the source, transfers[begin + 1] the destination.
+struct P2PLane {
+  uint16_t begin;
+  uint16_t end;
+  int16_t peer;
+  uint8_t kind;
+  uint8_t pad;
+};
+
+struct P2PTransfer {
+  char* buf;  // sends: the source; receives: the destination
+  uint64_t bytes;
+};
+
+// One group's sends and receives on one rank. Lane l runs on CTA l % nctas; only the first
+// `nlanes` lanes and `ntransfers` transfers are meaningful (and copied by postItem).
+struct P2PGroupDesc {
+  const DeviceP2P* state;
+  uint32_t ntransfers;
+  uint32_t nlanes;
+  P2PLane lanes[kP2PMaxCalls];
+  P2PTransfer transfers[kP2PMaxCalls];
+};
+static_assert(sizeof(P2PGroupDesc) <= 3200, "a group travels in a kernel's parameters");
+
+// Copies what is meaningful of `src` (the header, its lanes and transfers) into `dst`.
+TSR_INLINE void copyP2PGroup(P2PGroupDesc* dst, const P2PGroupDesc& src) {
+  dst->state = src.state;
+  dst->ntransfers = src.ntransfers;
+  dst->nlanes = src.nlanes;
+  for (uint32_t i = 0; i < src.nlanes && i < kP2PMaxCalls; ++i) dst->lanes[i] = src.lanes[i];
+  for (uint32_t i = 0; i < src.ntransfers && i < kP2PMaxCalls; ++i)
+    dst->transfers[i] = src.transfers[i];
+}
+
 }  // namespace tessera::exec

@@ -1,7 +1,8 @@
 // The device executor's CUDA kernels (kernels.hpp): the resident scheduler grid, the one-thread
-// trigger that posts an item in stream order, and the per-call item grid of launch mode. The
-// logic is all in work_queue.hpp and device_backend.hpp (__host__ __device__, tested on the CPU);
-// this file only instantiates it on BlockGroup and launches it.
+// trigger that posts an item in stream order, and the per-call item grid of launch mode (the last
+// two also in a send/recv form that carries a group in its parameters). The logic is all in
+// work_queue.hpp, device_backend.hpp and p2p.hpp (__host__ __device__, tested on the CPU); this
+// file only instantiates it on BlockGroup and launches it.
 //
 // Thread bound: the resident and item kernels are compiled with __launch_bounds__(kThreads, 1)
 // (256, the executor's default CTA size). At 512 the bound capped registers at 128 per thread and
@@ -41,7 +42,7 @@ __global__ void triggerKernel(WorkQueueHandle q, WorkItem item, bool resetDone) 
 
 // Launch mode: the grid runs one item as the resident grid would (the same dead-queue check,
 // runner, closing barrier and error record), and the kernel's end is the completion.
-__global__ void __launch_bounds__(kThreads, 1) itemKernel(WorkQueueHandle q, WorkItem item) {
+__device__ __forceinline__ void runOneItem(const WorkQueueHandle& q, const WorkItem& item) {
   BlockGroup g;
   DeviceItemRunner<BlockGroup> r{q};
   const uint32_t cta = blockIdx.x;
@@ -51,6 +52,26 @@ __global__ void __launch_bounds__(kThreads, 1) itemKernel(WorkQueueHandle q, Wor
   if (!ok && g.leader() && device::loadAcquire(&q.error->code) == 0)
     recordError(q, 6 /* tsrRemoteError */, loadAcquire32(q.abortFlag) ? kWhyAbort : kWhyEarlier,
                 item.seq, item.callNo, static_cast<int32_t>(cta), -1, -1, -1);
+}
+
+__global__ void __launch_bounds__(kThreads, 1) itemKernel(WorkQueueHandle q, WorkItem item) {
+  runOneItem(q, item);
+}
+
+// A send/recv group's trigger and launch-mode item (kernels.hpp). The group is a __grid_constant__
+// parameter: its address is taken without a per-thread copy.
+__global__ void sendRecvTriggerKernel(WorkQueueHandle q, WorkItem item, P2PGroupDesc* groups,
+                                      const __grid_constant__ P2PGroupDesc group, bool resetDone) {
+  if (resetDone && item.doneWord != nullptr) storeRelease32(item.doneWord, 0);
+  postItem(q, item, groups, &group);
+}
+
+__global__ void __launch_bounds__(kThreads, 1)
+    sendRecvItemKernel(WorkQueueHandle q, WorkItem item,
+                       const __grid_constant__ P2PGroupDesc group) {
+  WorkItem it = item;
+  it.p2p = &group;
+  runOneItem(q, it);
 }
 
 Result checkLaunch(const char* kernel, uint32_t nctas, uint32_t threads) {
@@ -82,6 +103,8 @@ const KernelEntry kKernels[] = {
     {"resident", reinterpret_cast<const void*>(&residentKernel)},
     {"trigger", reinterpret_cast<const void*>(&triggerKernel)},
     {"item", reinterpret_cast<const void*>(&itemKernel)},
+    {"send/recv trigger", reinterpret_cast<const void*>(&sendRecvTriggerKernel)},
+    {"send/recv item", reinterpret_cast<const void*>(&sendRecvItemKernel)},
 };
 
 }  // namespace
@@ -119,6 +142,20 @@ Result launchItem(const WorkQueueHandle& q, const WorkItem& item, uint32_t nctas
   TSR_CHECK(checkShape("item", nctas, threads));
   itemKernel<<<nctas, threads, 0, static_cast<cudaStream_t>(stream)>>>(q, item);
   return checkLaunch("item", nctas, threads);
+}
+
+Result launchSendRecvTrigger(const WorkQueueHandle& q, const WorkItem& item, P2PGroupDesc* groups,
+                             const P2PGroupDesc& group, bool resetDone, void* stream) {
+  sendRecvTriggerKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(q, item, groups, group,
+                                                                        resetDone);
+  return checkLaunch("send/recv trigger", 1, 1);
+}
+
+Result launchSendRecvItem(const WorkQueueHandle& q, const WorkItem& item, const P2PGroupDesc& group,
+                          uint32_t nctas, uint32_t threads, void* stream) {
+  TSR_CHECK(checkShape("send/recv item", nctas, threads));
+  sendRecvItemKernel<<<nctas, threads, 0, static_cast<cudaStream_t>(stream)>>>(q, item, group);
+  return checkLaunch("send/recv item", nctas, threads);
 }
 
 Result deviceKernelInfo(std::vector<DeviceKernelInfo>* out) {

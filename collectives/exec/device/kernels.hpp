@@ -10,6 +10,11 @@
 //             item is posted when the stream reaches the call; capturable, and a replay posts anew.
 //   item      launch mode: a fresh grid runs one item (DeviceItemRunner) and ends; the
 //             queue's error record, flags and grid barrier are used, its ring is not.
+//   sendRecvTrigger, sendRecvItem
+//             the same two for a kItemP2P item, whose group (P2PGroupDesc) travels by value in
+//             the kernel's parameters (__grid_constant__): the trigger copies it into `groups`
+//             (the executor's group ring, one entry per queue slot) as it posts the item; the
+//             item kernel points the item at its parameter.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +41,10 @@ Result launchResident(const WorkQueueHandle& q, uint64_t first, uint32_t nctas, 
 Result launchTrigger(const WorkQueueHandle& q, const WorkItem& item, bool resetDone, void* stream);
 Result launchItem(const WorkQueueHandle& q, const WorkItem& item, uint32_t nctas, uint32_t threads,
                   void* stream);
+Result launchSendRecvTrigger(const WorkQueueHandle& q, const WorkItem& item, P2PGroupDesc* groups,
+                             const P2PGroupDesc& group, bool resetDone, void* stream);
+Result launchSendRecvItem(const WorkQueueHandle& q, const WorkItem& item, const P2PGroupDesc& group,
+                          uint32_t nctas, uint32_t threads, void* stream);
 
 // Per-kernel resources from cudaFuncGetAttributes (for tessera_info and the no-spill test):
 // registers per thread, local (stack + spill) bytes per thread, max threads per block.

@@ -29,6 +29,16 @@ Result launchItem(const WorkQueueHandle&, const WorkItem&, uint32_t, uint32_t, v
   return notBuilt("launch the device executor's item kernel");
 }
 
+Result launchSendRecvTrigger(const WorkQueueHandle&, const WorkItem&, P2PGroupDesc*,
+                             const P2PGroupDesc&, bool, void*) {
+  return notBuilt("launch the device executor's send/recv trigger kernel");
+}
+
+Result launchSendRecvItem(const WorkQueueHandle&, const WorkItem&, const P2PGroupDesc&, uint32_t,
+                          uint32_t, void*) {
+  return notBuilt("launch the device executor's send/recv item kernel");
+}
+
 Result deviceKernelInfo(std::vector<DeviceKernelInfo>* out) {
   out->clear();
   return tsrSuccess;

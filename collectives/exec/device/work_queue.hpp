@@ -39,8 +39,13 @@
 namespace tessera::exec {
 
 // kItemRun: run `plan` (device_backend.hpp); kItemLL: the LL protocol's one-shot exchange through
-// `ll` (ll.hpp); kItemStop: the resident kernel leaves its loop.
-enum : uint8_t { kItemRun = 0, kItemStop = 1, kItemLL = 2 };
+// `ll` (ll.hpp); kItemP2P: the sends and receives of one group (`p2p`, p2p.hpp); kItemStop: the
+// resident kernel leaves its loop.
+enum : uint8_t { kItemRun = 0, kItemStop = 1, kItemLL = 2, kItemP2P = 3 };
+
+// WorkItem::callNo of a kItemP2P item: the engine's group number with this bit set, so that error
+// sentences name a send/recv group rather than a collective call.
+inline constexpr uint64_t kP2PCallBit = 1ull << 63;
 
 // One collective call, as the executing side needs it (sizes in elements of `dtype`).
 struct WorkItem {
@@ -49,6 +54,7 @@ struct WorkItem {
   char* output;
   const PeerUserDevice* peerUser;  // zero-copy calls: the peers' buffers (by peer slot); else null
   const DeviceLL* ll;              // kItemLL: the LL inboxes
+  const P2PGroupDesc* p2p;         // kItemP2P: the group (in the group ring, or a kernel param)
   uint32_t* doneWord;              // completion: doneValue is stored here (nullptr: none)
   uint64_t count;                  // elements per user segment (CollCall's count)
   uint64_t slice;                  // elements per scratch segment and iteration
@@ -57,7 +63,7 @@ struct WorkItem {
   uint64_t scalarBits;             // premulsum: the RedCompute<T> scalar's bytes, little end first
   uint32_t doneValue;
   int32_t root;        // rooted collectives (kItemLL)
-  uint8_t kind;        // kItemRun, kItemStop, kItemLL
+  uint8_t kind;        // kItemRun, kItemStop, kItemLL, kItemP2P
   uint8_t collective;  // Collective (kItemLL)
   uint8_t dtype;       // tsrDataType_t
   uint8_t redKind;     // RedKind
@@ -79,6 +85,11 @@ enum : int32_t {
   kWhyBounds = 5,       // a range did not fit its buffer
   kWhyUnsupported = 6,  // an op the device executor cannot run (e.g. a load from an unmapped peer)
   kWhyEarlier = 7,      // the queue had failed before this item
+  // Sends and receives (p2p.hpp); `peer` is the other rank, arg0 / arg1 as said.
+  kWhyP2PSize = 8,   // a receive of arg0 bytes met a message of arg1 bytes
+  kWhyP2POrder = 9,  // a piece arrived out of order (arg0: expected offset, arg1: its offset)
+  kWhyP2PSend = 10,  // a send waited past its deadline for a free slot (arg0 of arg1 bytes sent)
+  kWhyP2PRecv = 11,  // a receive waited past its deadline for data (arg0 of arg1 bytes received)
 };
 
 // The first failure of a queue. `code` (a tsrResult_t) is claimed with a compare-and-swap, the
@@ -95,6 +106,8 @@ struct ErrorRecord {
   int32_t op;    // index of the op in the plan's worker, -1 when none
   int32_t peer;  // rank, -1 when none
   int32_t pad;
+  uint64_t arg0;  // details of some reasons (kWhyP2P*)
+  uint64_t arg1;
 };
 
 // The grid barrier of one queue's CTAs (sense reversal: the last arriver resets `count` and bumps
@@ -160,8 +173,8 @@ TSR_INLINE bool queueFailed(const WorkQueueHandle& q) {
 
 // Records the first failure; later ones are dropped (the first explains the rest).
 TSR_INLINE void recordError(const WorkQueueHandle& q, uint64_t code, int32_t why, uint64_t seq,
-                            uint64_t callNo, int32_t cta, int32_t worker, int32_t op,
-                            int32_t peer) {
+                            uint64_t callNo, int32_t cta, int32_t worker, int32_t op, int32_t peer,
+                            uint64_t arg0 = 0, uint64_t arg1 = 0) {
   ErrorRecord* e = q.error;
   if (!casU64(&e->code, 0, code)) return;
   e->seq = seq;
@@ -171,6 +184,8 @@ TSR_INLINE void recordError(const WorkQueueHandle& q, uint64_t code, int32_t why
   e->worker = worker;
   e->op = op;
   e->peer = peer;
+  e->arg0 = arg0;
+  e->arg1 = arg1;
   device::storeRelease(&e->valid, 1);
 }
 
@@ -189,7 +204,10 @@ TSR_INLINE void recordStop(const WorkQueueHandle& q, uint64_t seq, uint64_t call
 // kernel, or a host thread. Returns the item's sequence number, or UINT64_MAX when no slot freed up
 // before the deadline or the queue is dead and stopped: the failure is recorded, and the item's
 // doneWord is written at once so that its caller does not wait forever.
-TSR_INLINE uint64_t postItem(const WorkQueueHandle& q, const WorkItem& item) {
+// A kItemP2P item brings its group (`group`), copied into `groups` (one entry per queue slot, so
+// an entry is free exactly when its slot is) before the item is published.
+TSR_INLINE uint64_t postItem(const WorkQueueHandle& q, const WorkItem& item,
+                             P2PGroupDesc* groups = nullptr, const P2PGroupDesc* group = nullptr) {
   uint64_t seq = device::fetchAddRelaxed(q.posted, 1);
   // Stopped (destroy, abort): the executing side has left or is leaving, and nothing would run the
   // item; completing it here keeps the poster's stream from waiting forever.
@@ -221,6 +239,11 @@ TSR_INLINE uint64_t postItem(const WorkQueueHandle& q, const WorkItem& item) {
   // here. memcpy, not uint64_t loads of a WorkItem: those break strict aliasing (the compiler
   // may order the caller's stores to `item` after them).
   memcpy(static_cast<void*>(slot), &item, offsetof(WorkItem, seq));
+  if (group != nullptr && groups != nullptr) {
+    P2PGroupDesc* g = &groups[seq % q.size];
+    copyP2PGroup(g, *group);
+    slot->p2p = g;
+  }
   slot->seq = seq;
   device::storeRelease(&slot->ready, seq + 1);
   return seq;

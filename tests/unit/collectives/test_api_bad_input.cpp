@@ -258,8 +258,9 @@ TEST_F(ApiBadInput, FinalizedCommunicatorRefusesCalls) {
 }
 
 // Device buffers go to the device executor only when they are memory of the rank's own GPU and
-// both buffers of the call are: a host-only rank, a host/device mix and device send/recv are
-// refused before anything is enqueued (so these need no executor and never launch a kernel).
+// both buffers of the call are: a host-only rank and a host/device mix are refused before anything
+// is enqueued (so these need no executor and never launch a kernel). Device send/recv runs on the
+// device executor (tests/gpu/test_gpu_sendrecv.cpp).
 TEST_F(ApiBadInput, DeviceBuffersNeedAGpuRankAndBothOnDevice) {
   TSR_SKIP_WITHOUT_GPU();
 #if TESSERA_HAVE_CUDA
@@ -288,10 +289,6 @@ TEST_F(ApiBadInput, DeviceBuffersNeedAGpuRankAndBothOnDevice) {
     });
     expectRefused("device send, host recv", tsrInvalidUsage, "both buffers",
                   [&] { return tsrAllGather(dev, recv(), kCount / 2, tsrInt32, gpu[0], nullptr); });
-    expectRefused("device send", tsrInvalidUsage, "not supported by the device executor yet",
-                  [&] { return tsrSend(dev, kCount, tsrInt32, 1, gpu[0], nullptr); });
-    expectRefused("managed recv", tsrInvalidUsage, "not supported by the device executor yet",
-                  [&] { return tsrRecv(managed, kCount, tsrInt32, 1, gpu[0], nullptr); });
     // Registration of device memory is kept locally (zero-copy on it is not implemented).
     void* h = nullptr;
     EXPECT_EQ(tsrCommRegister(gpu[0], dev, kCount * 4, &h), tsrSuccess) << tsrGetLastError(nullptr);
