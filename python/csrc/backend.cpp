@@ -170,8 +170,15 @@ c10::intrusive_ptr<c10d::Work> TesseraBackend::submit(c10d::OpType type, const c
       throw;
     }
   };
-  queue_->submit(std::move(body), work, async);
-  if (!async) queue_->drive(w, CallQueue::Clock::time_point::max());
+  if (!async) {
+    CallQueue::Body b = std::move(body);
+    if (!queue_->runNow(b, work)) {
+      queue_->submit(std::move(b), work, false);
+      queue_->drive(w, CallQueue::Clock::time_point::max());
+    }
+    return work;
+  }
+  queue_->submit(std::move(body), work, true);
   return work;
 }
 
@@ -281,6 +288,14 @@ c10::intrusive_ptr<TesseraBackend> TesseraBackend::splitColor(int color, int key
 c10::intrusive_ptr<c10d::Backend> TesseraBackend::split(
     const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
     const c10::intrusive_ptr<Options>& opts) {
+  // torch splits each device type's backend of a group, and this one backend serves both cpu and
+  // cuda: the second call for the same new group returns what the first made (a split is
+  // collective, so every rank must make it once, members and others alike).
+  const std::string name = opts ? opts->group_name : std::string();
+  if (!name.empty()) {
+    auto done = splits_.find(name);
+    if (done != splits_.end()) return done->second;
+  }
   auto pos = std::find(ranks.begin(), ranks.end(), rank_);
   // Groups of one split are disjoint, so the lowest rank names a group; a rank keeps the place
   // torch gave it in `ranks`.
@@ -288,9 +303,9 @@ c10::intrusive_ptr<c10d::Backend> TesseraBackend::split(
       pos == ranks.end() ? TSR_SPLIT_NOCOLOR : *std::min_element(ranks.begin(), ranks.end());
   const int key = static_cast<int>(pos - ranks.begin());
   const auto timeout = opts ? opts->timeout : timeout_;
-  auto child =
-      splitColor(color, key, color == TSR_SPLIT_NOCOLOR ? -1 : static_cast<int>(ranks.size()),
-                 timeout, opts ? opts->group_name : std::string());
+  auto child = splitColor(
+      color, key, color == TSR_SPLIT_NOCOLOR ? -1 : static_cast<int>(ranks.size()), timeout, name);
+  if (!name.empty()) splits_[name] = child;
   if (!child) return {};
   if (store) child->store_ = store;
   if (opts) {

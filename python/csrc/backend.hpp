@@ -208,6 +208,8 @@ class TesseraBackend final : public c10d::Backend {
     at::Tensor tensor;  // contiguous
   };
   Steps transferSteps(std::vector<Transfer> transfers);
+  // The children split() made, by group name (null: this rank is not in the group).
+  std::map<std::string, c10::intrusive_ptr<TesseraBackend>> splits_;
   bool coalescing_ = false;
   std::vector<Recorded> batch_;
 };

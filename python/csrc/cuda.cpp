@@ -143,7 +143,7 @@ void DeviceState::after(TesseraWork* work, const std::vector<at::Tensor>& tensor
     w->deviceBlock = [end, device] {
       end->block(c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(device)));
     };
-    w->getFuture()->markCompleted(c10::IValue(w->result()));
+    w->completeFutureOnStream();
   }
 }
 

@@ -6,6 +6,9 @@
 #include "types.hpp"
 
 namespace tessera_torch {
+namespace {
+constexpr auto kSpin = std::chrono::microseconds(50);
+}  // namespace
 
 TesseraWork::TesseraWork(std::shared_ptr<CallQueue> queue, int rank, c10d::OpType type,
                          const char* title, std::vector<at::Tensor> outputs,
@@ -13,9 +16,12 @@ TesseraWork::TesseraWork(std::shared_ptr<CallQueue> queue, int rank, c10d::OpTyp
     : c10d::Work(rank, type, title),
       queue_(std::move(queue)),
       outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()), std::move(devices))),
-      timeout_(timeout) {}
+      devices_(std::move(devices)),
+      timeout_(timeout) {
+  if (!devices_.empty())
+    future_ = c10::make_intrusive<c10::ivalue::Future>(
+        c10::ListType::create(c10::TensorType::get()), devices_);
+}
 
 TesseraWork::~TesseraWork() = default;
 
@@ -41,23 +47,41 @@ std::exception_ptr TesseraWork::exception() const {
 
 std::vector<at::Tensor> TesseraWork::result() { return outputs_; }
 
+void TesseraWork::markFuture(const c10::intrusive_ptr<c10::ivalue::Future>& f,
+                             std::exception_ptr error) {
+  if (error)
+    f->setError(error);
+  else
+    f->markCompleted(c10::IValue(outputs_));
+}
+
 void TesseraWork::complete(std::exception_ptr error) {
+  c10::intrusive_ptr<c10::ivalue::Future> f;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (completed_) return;
     completed_ = true;
     exception_ = error;
+    if (future_ && !futureMarked_) {
+      futureMarked_ = true;
+      f = future_;
+    }
   }
   cv_.notify_all();
-  // The future's callbacks (DDP's comm hooks) run here, on the thread that ran the call. A device
-  // call's body completed its future already, with the call's stream current.
-  if (!future_->completed()) {
-    if (error)
-      future_->setError(error);
-    else
-      future_->markCompleted(c10::IValue(outputs_));
-  }
+  // The future's callbacks (DDP's comm hooks) run here, on the thread that ran the call.
+  if (f) markFuture(f, error);
   for (auto& w : linked) w->complete(error);
+}
+
+void TesseraWork::completeFutureOnStream() {
+  c10::intrusive_ptr<c10::ivalue::Future> f;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (futureMarked_ || !future_) return;
+    futureMarked_ = true;
+    f = future_;
+  }
+  markFuture(f, nullptr);
 }
 
 bool TesseraWork::wait(std::chrono::milliseconds timeout) {
@@ -77,7 +101,24 @@ bool TesseraWork::wait(std::chrono::milliseconds timeout) {
 
 void TesseraWork::synchronize() { wait(kNoTimeout); }
 
-c10::intrusive_ptr<c10::ivalue::Future> TesseraWork::getFuture() { return future_; }
+c10::intrusive_ptr<c10::ivalue::Future> TesseraWork::getFuture() {
+  c10::intrusive_ptr<c10::ivalue::Future> f, mark;
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!future_)
+      future_ = c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()), devices_);
+    f = future_;
+    if (completed_ && !futureMarked_) {  // asked for after the call ran
+      futureMarked_ = true;
+      mark = f;
+      error = exception_;
+    }
+  }
+  if (mark) markFuture(mark, error);
+  return f;
+}
 
 // ---- CallQueue ------------------------------------------------------------------------------
 
@@ -120,6 +161,18 @@ void CallQueue::submit(Body body, c10::intrusive_ptr<TesseraWork> work, bool wak
   if (wake) wake_.notify_one();
 }
 
+bool CallQueue::runNow(Body& body, const c10::intrusive_ptr<TesseraWork>& work) {
+  std::unique_lock<std::mutex> run(runMutex_, std::try_to_lock);
+  if (!run.owns_lock()) return false;  // a job runs: this one goes after it
+  {
+    std::lock_guard<std::mutex> lock(m_);
+    if (!jobs_.empty() || closed_) return false;
+  }
+  Job job{std::move(body), work};
+  runLocked(job, run);
+  return true;
+}
+
 bool CallQueue::popFront(Job* out) {
   std::lock_guard<std::mutex> lock(m_);
   if (jobs_.empty()) return false;
@@ -157,7 +210,11 @@ bool CallQueue::drive(TesseraWork* work, Clock::time_point deadline) {
       }
       run.unlock();
     }
-    // Another thread runs a job (maybe this one): wait until it reports one done.
+    // Another thread runs a job (maybe this one). A thread woken from a sleep costs tens of
+    // microseconds where cores are shared: poll (handing the core over) for a short while first.
+    const auto spinUntil = std::min(deadline, Clock::now() + kSpin);
+    while (!work->done() && Clock::now() < spinUntil) std::this_thread::yield();
+    if (work->done()) break;
     std::unique_lock<std::mutex> lock(m_);
     auto until = std::min(deadline, Clock::now() + std::chrono::milliseconds(50));
     done_.wait_until(lock, until, [&] { return work->done(); });

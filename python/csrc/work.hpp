@@ -61,14 +61,24 @@ class TesseraWork : public c10d::Work {
   std::vector<c10::intrusive_ptr<TesseraWork>> linked;
 
   // By whoever ran the job: marks it done (error: the exception to raise) and completes the future
-  // (device calls: with the call's stream current, which the caller arranges).
+  // (device calls: their job completed it already, with the call's stream current).
   void complete(std::exception_ptr error);
   bool done();  // the job ran (host result in place / device call enqueued)
+  // A device call's job, with the call's stream current: completes the future (the future records
+  // events on the current streams of its devices, which consumers of its value wait for).
+  void completeFutureOnStream();
 
  private:
+  // Completes future_ once, by whoever gets there first (complete, getFuture or the device job).
+  void markFuture(const c10::intrusive_ptr<c10::ivalue::Future>& f, std::exception_ptr error);
+
   std::shared_ptr<CallQueue> queue_;
   std::vector<at::Tensor> outputs_;
+  std::vector<c10::Device> devices_;
+  // Made when asked for (most synchronous calls never are), except for device calls, whose future
+  // must be completed on the call's stream.
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  bool futureMarked_ = false;
   std::chrono::milliseconds timeout_;
 };
 
@@ -84,6 +94,9 @@ class CallQueue : public std::enable_shared_from_this<CallQueue> {
   // Queues a call. `wake`: the progress thread runs it (async calls); otherwise it waits for a
   // thread that waits for it (the caller of a synchronous call, right after).
   void submit(Body body, c10::intrusive_ptr<TesseraWork> work, bool wake);
+  // A synchronous call when nothing is queued or running: runs it on this thread at once (no
+  // queue entry, no lock handed between threads). False, with `body` untouched, otherwise.
+  bool runNow(Body& body, const c10::intrusive_ptr<TesseraWork>& work);
   // Runs queued jobs on this thread in order, or waits while another thread runs one, until
   // `work` is done. False when `deadline` passed first.
   bool drive(TesseraWork* work, Clock::time_point deadline);

@@ -137,6 +137,14 @@ def _subgroup_worker(rank, world, eager):
     v = torch.tensor([float(rank)])
     dist.broadcast(v, group_src=0, group=rev)  # group rank 0 is global rank 3
     assert v.item() == 3.0, v
+    # Ranks outside every list take part in the split and get no group.
+    pair = dist.split_group(split_ranks=[[1, 3]])
+    if rank in (1, 3):
+        z = torch.tensor([float(rank)])
+        dist.all_reduce(z, group=pair)
+        assert z.item() == 4.0, z
+    else:
+        assert pair == dist.GroupMember.NON_GROUP_MEMBER, pair
     # The world still works after all that.
     w = torch.ones(2)
     dist.all_reduce(w)
