@@ -5,9 +5,12 @@ For 2 and 4 processes (-n), times all_reduce, all_gather_into_tensor and reduce_
 CPU float32 tensors from 8 B to 256 MiB through torch.distributed, tessera and Gloo alternating
 round by round in the same processes (a default group on tessera and a Gloo group of the same
 ranks), and a DDP training step of a ~50 M-parameter model on each. A call's time is the slowest
-rank's average over the round's iterations; each row is the median of the rounds with their min
-and max; busbw follows nccl-tests (all-reduce: algbw * 2(n-1)/n; the gathers: algbw * (n-1)/n,
-algbw = the bytes of the larger buffer / time). Prints tables, writes --json and a --plot PNG.
+rank's average over the round's iterations (as nccl-tests times); each row is the median of the
+rounds of every launch (--launches, new processes each) with their min and max, and the speedup
+the median of the rounds' Gloo / tessera ratios; busbw follows nccl-tests (all-reduce:
+algbw * 2(n-1)/n; the gathers: algbw * (n-1)/n, algbw = the bytes of the larger buffer / time).
+The 8 B all-reduce is also timed call by call (rank 0's median of --latency-calls calls), the
+latency a training step sees. Prints tables, writes --json and a --plot PNG.
 
   PYTHONPATH=build/python python3 perf/torch_bench.py -n 2,4 --json out.json --plot out.png
 """
@@ -96,6 +99,23 @@ def _worker(rank, world, port, args, results):
             rows.append({"bytes": bytes_, "iters": iters, "times": times})
         out["collectives"][coll] = rows
 
+    if args.latency_calls > 0:
+        # Call by call: the median latency of one small call (the loop average above also holds
+        # the rare slow calls of a shared machine).
+        a = torch.ones(2)
+        lat = {k: [] for k in groups}
+        for k, g in groups.items():
+            for _ in range(50):
+                dist.all_reduce(a, group=g)
+        for r in range(2 * 4):
+            k = list(groups)[r % 2]
+            dist.barrier(group=gloo)
+            for _ in range(args.latency_calls // 4):
+                t0 = time.perf_counter()
+                dist.all_reduce(a, group=groups[k])
+                lat[k].append(time.perf_counter() - t0)
+        out["latency"] = {k: statistics.median(v) for k, v in lat.items()}
+
     if args.ddp:
         from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -160,11 +180,29 @@ def fmt_size(b):
     return str(b)
 
 
-def summarize(world, out):
-    report = {"world": world, "collectives": {}, "ddp": None}
+def merge(outs):
+    """The rounds and steps of several launches as one launch's."""
+    merged = outs[0]
+    for o in outs[1:]:
+        for coll, rows in o["collectives"].items():
+            for mine, theirs in zip(merged["collectives"][coll], rows):
+                for k in mine["times"]:
+                    mine["times"][k] += theirs["times"][k]
+        if o.get("ddp"):
+            for k in merged["ddp"]["times"]:
+                merged["ddp"]["times"][k] += o["ddp"]["times"][k]
+    if all(o.get("latency") for o in outs):
+        merged["latency"] = {
+            k: [o["latency"][k] for o in outs] for k in outs[0]["latency"]
+        }
+    return merged
+
+
+def summarize(world, out, launches):
+    report = {"world": world, "launches": launches, "collectives": {}, "ddp": None}
     for coll, rows in out["collectives"].items():
         table = []
-        print(f"\n# {coll}, {world} processes, float32 (median [min, max] of the rounds; time in us, busbw in GB/s)")
+        print(f"\n# {coll}, {world} processes, float32 (median [min, max] of the rounds of {launches} launches; time in us, busbw in GB/s)")
         print(f"{'size':>6} {'tessera us':>24} {'gloo us':>24} {'tessera busbw':>14} {'gloo busbw':>11} {'speedup':>8}")
         for row in rows:
             entry = {"bytes": row["bytes"], "iters": row["iters"]}
@@ -187,6 +225,14 @@ def summarize(world, out):
                   f" {t['busbw']:>14.3f} {g['busbw']:>11.3f} {entry['speedup']:>7.1f}x")
             table.append(entry)
         report["collectives"][coll] = table
+    if out.get("latency"):
+        lat = out["latency"]
+        t, g = lat["tessera"], lat["gloo"]
+        report["latency_8B"] = {"tessera_us": [x * 1e6 for x in t], "gloo_us": [x * 1e6 for x in g]}
+        print(f"\n# 8 B all_reduce call by call, {world} processes: rank 0's median per launch, us")
+        print(f"tessera {statistics.median(t) * 1e6:.1f} [{min(t) * 1e6:.1f}, {max(t) * 1e6:.1f}]"
+              f"   gloo {statistics.median(g) * 1e6:.1f} [{min(g) * 1e6:.1f}, {max(g) * 1e6:.1f}]"
+              f"   ratio {statistics.median(g) / statistics.median(t):.1f}x")
     if out.get("ddp"):
         d = out["ddp"]
         t, g = d["times"]["tessera"], d["times"]["gloo"]
@@ -200,7 +246,7 @@ def summarize(world, out):
             "speedup": statistics.median(ratios),
         }
         r = report["ddp"]
-        print(f"\n# DDP step, {world} processes, {d['params'] / 1e6:.1f} M parameters (median [min, max] of {len(t)} steps)")
+        print(f"\n# DDP step, {world} processes, {d['params'] / 1e6:.1f} M parameters (median [min, max] of {len(t)} steps over {launches} launches)")
         print(f"tessera {r['tessera_ms']:.1f} ms [{r['tessera_ms_min']:.1f}, {r['tessera_ms_max']:.1f}]"
               f"   gloo {r['gloo_ms']:.1f} ms [{r['gloo_ms_min']:.1f}, {r['gloo_ms_max']:.1f}]"
               f"   speedup {r['speedup']:.2f}x")
@@ -249,13 +295,16 @@ def main():
     ap.add_argument("-b", "--minbytes", default="8")
     ap.add_argument("-e", "--maxbytes", default="256M")
     ap.add_argument("--colls", default=",".join(COLLS))
-    ap.add_argument("--rounds", type=int, default=5, help="rounds per size (default 5)")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds per size and launch (default 3)")
+    ap.add_argument("--launches", type=int, default=3, help="launches per process count (default 3)")
+    ap.add_argument("--latency-calls", type=int, default=4000,
+                    help="8 B all-reduces timed one by one (0: none)")
     ap.add_argument("--scale", type=float, default=1.0, help="scales the iterations per round")
     ap.add_argument("--no-ddp", dest="ddp", action="store_false")
     ap.add_argument("--ddp-width", type=int, default=4096)
     ap.add_argument("--ddp-layers", type=int, default=3, help="Linear(width, width) layers")
     ap.add_argument("--ddp-batch", type=int, default=8)
-    ap.add_argument("--ddp-steps", type=int, default=10)
+    ap.add_argument("--ddp-steps", type=int, default=6, help="timed steps per launch")
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--plot", help="write a busbw plot (PNG) here")
@@ -265,10 +314,12 @@ def main():
     args.colls = args.colls.split(",")
     reports = []
     for world in [int(x) for x in args.nprocs.split(",")]:
-        reports.append(summarize(world, run_world(world, args)))
+        outs = [run_world(world, args) for _ in range(args.launches)]
+        reports.append(summarize(world, merge(outs), args.launches))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"reports": reports, "sizes": args.sizes, "rounds": args.rounds}, f, indent=1)
+            json.dump({"reports": reports, "sizes": args.sizes, "rounds": args.rounds,
+                       "launches": args.launches}, f, indent=1)
     if args.plot:
         plot(reports, args.plot)
 
