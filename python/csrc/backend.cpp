@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <cstring>
 
 #include "cuda.hpp"
 #include "types.hpp"
@@ -69,6 +71,8 @@ TesseraBackend::TesseraBackend(tsrComm_t comm, tsrComm_t p2pComm, int rank, int 
 }
 
 void TesseraBackend::setupQueue() {
+  const char* check = std::getenv("TESSERA_TORCH_CHECK_CALLS");
+  checkCalls_ = check != nullptr && std::string(check) == "1";
   queue_ = std::make_shared<CallQueue>("tessera pg " + options_->group_name);
   device_ = std::make_unique<DeviceState>(comm_, rank_, size_, store_, timeoutMs(timeout_));
   p2p_ = std::make_unique<P2P>(
@@ -118,6 +122,22 @@ void* TesseraBackend::streamFor(const at::Tensor& t) {
   return t.is_cuda() ? device_->stream(t.get_device()) : nullptr;
 }
 
+void TesseraBackend::verifyCall(const std::string& signature) {
+  constexpr size_t kWidth = 96;
+  std::vector<char> all(kWidth * static_cast<size_t>(size_), 0);
+  std::vector<char> mine(kWidth, 0);
+  std::memcpy(mine.data(), signature.data(), std::min(signature.size(), kWidth - 1));
+  check(tsrAllGather(mine.data(), all.data(), kWidth, tsrUint8, comm_, nullptr),
+        "tsrAllGather (TESSERA_TORCH_CHECK_CALLS)");
+  for (int r = 0; r < size_; ++r) {
+    std::string theirs(all.data() + static_cast<size_t>(r) * kWidth);
+    if (theirs != std::string(mine.data()))
+      throwResult(tsrInvalidUsage, "rank " + std::to_string(rank_) + " calls " + mine.data() +
+                                       " but rank " + std::to_string(r) + " calls " + theirs +
+                                       " in the same turn (TESSERA_TORCH_CHECK_CALLS=1)");
+  }
+}
+
 void TesseraBackend::runSteps(std::vector<Steps*>& calls) {
   std::vector<P2POp> p2p;
   int issuers = 0;
@@ -161,6 +181,7 @@ c10::intrusive_ptr<c10d::Work> TesseraBackend::submit(c10d::OpType type, const c
     try {
       std::shared_ptr<void> onStream;  // device calls: the group's stream is current
       if (onDevice) onStream = device_->before(fence);
+      if (checkCalls_ && !s.signature.empty()) verifyCall(s.signature);
       std::vector<Steps*> one{&s};
       runSteps(one);
       if (onDevice) device_->after(w, s.tensors, fence.device);

@@ -161,6 +161,9 @@ class TesseraBackend final : public c10d::Backend {
     std::function<void()> finish;
     std::vector<P2POp> p2p;
     std::vector<at::Tensor> tensors;  // device calls: what the stream uses (recordStream)
+    // The call as TESSERA_TORCH_CHECK_CALLS compares it between ranks (callSignature); empty:
+    // not compared (send/recv, coalesced calls).
+    std::string signature;
   };
   // Runs a call in issue order (or records it in the open coalescing batch) and returns its Work.
   // `async`: the caller does not wait at once (the progress thread runs it). `device`: the CUDA
@@ -168,6 +171,10 @@ class TesseraBackend final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> submit(c10d::OpType type, const char* title,
                                         std::vector<at::Tensor> outputs, bool async, Steps steps,
                                         const at::Tensor& device = at::Tensor());
+  // TESSERA_TORCH_CHECK_CALLS: every rank's signature of this call, compared (an all-gather on
+  // the host communicator, in the call's turn); throws naming a rank whose call differs.
+  void verifyCall(const std::string& signature);
+  bool checkCalls_ = false;
   // Throws unless the group can take calls (not aborted or shut down).
   void checkOpen(const char* api) const;
   // The communicator a collective on `t` runs on: comm_ for host tensors; for CUDA tensors the

@@ -108,6 +108,7 @@ Work TesseraBackend::broadcast(std::vector<at::Tensor>& tensors,
   };
   s.finish = [d] { d->back(); };
   s.tensors = uses({d});
+  s.signature = callSignature(api, t, "root " + std::to_string(root));
   return submit(c10d::OpType::BROADCAST, "tessera:broadcast", {t}, opts.asyncOp, std::move(s), t);
 }
 
@@ -134,6 +135,7 @@ Work TesseraBackend::allreduce(std::vector<at::Tensor>& tensors,
     d->back();
   };
   s.tensors = uses({d});
+  s.signature = callSignature(api, view, reduceOpName(op));
   return submit(c10d::OpType::ALLREDUCE, "tessera:all_reduce", {t}, opts.asyncOp, std::move(s), t);
 }
 
@@ -198,6 +200,7 @@ Work TesseraBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::Reduce
     if (rank_ == root) d->back();
   };
   s.tensors = uses({d});
+  s.signature = callSignature(api, view, reduceOpName(op) + " root " + std::to_string(root));
   return submit(c10d::OpType::REDUCE, "tessera:reduce", {t}, opts.asyncOp, std::move(s), t);
 }
 
@@ -246,6 +249,7 @@ Work TesseraBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
   s.tensors = outsCopy;
   s.tensors.push_back(din->t);
   if (flat.defined()) s.tensors.push_back(flat);
+  s.signature = callSignature(api, in);
   return submit(c10d::OpType::ALLGATHER, "tessera:all_gather", outs, opts.asyncOp, std::move(s),
                 in);
 }
@@ -274,6 +278,7 @@ TesseraBackend::Steps TesseraBackend::gatherSingleSteps(const at::Tensor& output
   };
   s.finish = [dout] { dout->back(); };
   s.tensors = din ? uses({dout, din}) : uses({dout});
+  s.signature = callSignature(api, input);
   return s;
 }
 
@@ -330,6 +335,7 @@ TesseraBackend::Steps TesseraBackend::scatterSingleSteps(const at::Tensor& outpu
     dout->back();
   };
   s.tensors = uses({din, dout});
+  s.signature = callSignature(api, output, reduceOpName(op));
   return s;
 }
 

@@ -117,6 +117,8 @@ Work TesseraBackend::all_to_all_single(at::Tensor& output, at::Tensor& input,
   };
   if (!out.is_same(output)) s.finish = copyBack({{output, out}});
   s.tensors = {in, out, output};
+  // Uneven splits differ between ranks by design: the dtype and the form are compared.
+  s.signature = std::string(api) + " " + dtypeName(input.scalar_type()) + (equal ? "" : " uneven");
   return submit(c10d::OpType::ALLTOALL_BASE, "tessera:all_to_all_single", {output}, opts.asyncOp,
                 std::move(s), input);
 }
@@ -163,6 +165,7 @@ Work TesseraBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::
   }
   Steps s = transferSteps(std::move(ts));
   s.finish = copyBack(std::move(back));
+  s.signature = std::string(api) + " " + dtypeName(inputs[0].scalar_type());
   return submit(c10d::OpType::ALLTOALL, "tessera:all_to_all", outputs, opts.asyncOp, std::move(s),
                 inputs[0]);
 }
@@ -203,6 +206,7 @@ Work TesseraBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
   }
   Steps s = transferSteps(std::move(ts));
   s.finish = copyBack(std::move(back));
+  s.signature = callSignature(api, in, "root " + std::to_string(root));
   return submit(c10d::OpType::GATHER, "tessera:gather", results, opts.asyncOp, std::move(s), in);
 }
 
@@ -240,6 +244,7 @@ Work TesseraBackend::scatter(std::vector<at::Tensor>& outputs,
   }
   Steps s = transferSteps(std::move(ts));
   s.finish = copyBack(std::move(back));
+  s.signature = callSignature(api, o, "root " + std::to_string(root));
   return submit(c10d::OpType::SCATTER, "tessera:scatter", outputs, opts.asyncOp, std::move(s), o);
 }
 
@@ -280,6 +285,7 @@ Work TesseraBackend::barrier(const c10d::BarrierOptions& opts) {
     check(tsrAllReduce(flag.data_ptr(), flag.data_ptr(), 1, tsrUint8, tsrMax, comm_, nullptr),
           "tsrAllReduce (barrier)");
   };
+  s.signature = "barrier";
   return submit(c10d::OpType::BARRIER, "tessera:barrier", {}, opts.asyncOp, std::move(s));
 }
 

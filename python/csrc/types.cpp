@@ -69,6 +69,14 @@ std::string dtypeName(at::ScalarType t) {
   }
 }
 
+std::string reduceOpName(const c10d::ReduceOp& op) { return opName(op.op_); }
+
+std::string callSignature(const char* api, const at::Tensor& t, const std::string& extra) {
+  std::string s =
+      std::string(api) + " " + dtypeName(t.scalar_type()) + "[" + std::to_string(t.numel()) + "]";
+  return extra.empty() ? s : s + " " + extra;
+}
+
 std::optional<tsrDataType_t> reduceType(at::ScalarType t) {
   switch (t) {
     case at::kFloat: return tsrFloat32;

@@ -67,5 +67,9 @@ inline size_t tensorBytes(const at::Tensor& t) { return t.numel() * t.element_si
 
 // "float32", "int64", ...: torch's names, for sentences.
 std::string dtypeName(at::ScalarType t);
+// "SUM", "PREMUL_SUM", ...
+std::string reduceOpName(const c10d::ReduceOp& op);
+// A call as TESSERA_TORCH_CHECK_CALLS compares it between ranks: "allreduce float32[1000] SUM".
+std::string callSignature(const char* api, const at::Tensor& t, const std::string& extra = "");
 
 }  // namespace tessera_torch

@@ -186,6 +186,23 @@ constexpr EnvVarInfo kRegistry[] = {
      "0: waiting host threads never park on a futex (they spin, yield and sleep, as before "
      "parking existed); for comparisons",
      nullptr, 0, 0, nullptr},
+    // Read by tessera_torch (python/), not by the library: declared here so they are listed and
+    // checked like every other.
+    {"TESSERA_TORCH_CHECK_CALLS", EnvType::kBool, "0",
+     "tessera_torch: 1 compares every collective's call (dtype, sizes, reduce op, root) between "
+     "the ranks of its group before it runs, one small all-gather more per call; a call that "
+     "differs raises naming both ranks' calls instead of computing garbage or waiting for the "
+     "deadline",
+     nullptr, 0, 0, nullptr},
+    {"TESSERA_BUILD_DIR", EnvType::kString, "",
+     "python/setup.py (pip install ./python): the tessera build folder whose libtessera.so and "
+     "headers tessera_torch builds against; default: CMAKE_PREFIX_PATH, then the checkout's "
+     "build/, then /usr/local and /usr",
+     nullptr, 0, 0, nullptr},
+    {"TESSERA_TORCH_CUDA", EnvType::kBool, "1",
+     "python/setup.py: 0 builds tessera_torch without CUDA tensors even where torch and the CUDA "
+     "toolkit have CUDA",
+     nullptr, 0, 0, nullptr},
     {"TESSERA_SCRATCH_BYTES", EnvType::kInt, "2097152",
      "bytes of staging memory per plan and rank; larger messages are pipelined through it in "
      "slices (2 MiB: on the CI machine class 8 MiB halved all-gather bandwidth, the slices no "

@@ -340,3 +340,28 @@ def _bad_input_worker(rank, world):
 
 def test_bad_input():
     assert run_ranks(_bad_input_worker, 2, timeout=120) == [True, True]
+
+
+def _check_calls_worker(rank, world):
+    dist = init(timeout_s=20)
+    # The same bytes on both ranks, another dtype: only the comparison tells them apart.
+    x = torch.ones(4, dtype=torch.float32 if rank == 0 else torch.int32)
+    with pytest.raises(ValueError, match=r"rank \d calls allreduce (float32|int32)\[4\] SUM but "
+                                         r"rank \d calls allreduce (int32|float32)\[4\] SUM"):
+        dist.all_reduce(x)
+    op = dist.ReduceOp.SUM if rank == 0 else dist.ReduceOp.MAX
+    with pytest.raises(ValueError, match="but rank . calls allreduce float32\\[3\\]"):
+        dist.all_reduce(torch.ones(3), op=op)
+    with pytest.raises(ValueError, match="root"):
+        dist.broadcast(torch.ones(2), src=rank)
+    # Every rank refused the same calls: the group goes on.
+    y = torch.ones(5)
+    dist.all_reduce(y)
+    assert y.tolist() == [2.0] * 5
+    dist.destroy_process_group()
+    return True
+
+
+def test_mismatched_calls_with_check_calls():
+    assert run_ranks(_check_calls_worker, 2, timeout=120,
+                     env={"TESSERA_TORCH_CHECK_CALLS": "1"}) == [True, True]
