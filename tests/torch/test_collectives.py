@@ -193,13 +193,14 @@ def _matrix_worker(rank, world, seed, cases):
     return failures, counts
 
 
-def _run(world, cases, seed):
+def _run(world, cases, seed, whole_matrix):
     print(f"torch backend matrix: {len(cases)} cases on {world} processes, seed {seed}")
     results = run_ranks(_matrix_worker, world, seed, cases, timeout=600)
     failures = [f for fs, _ in results for f in fs]
     counts = results[0][1]
     print(f"rank 0: {counts}")
-    assert counts["gloo"] > counts["gloo_na"], counts  # Gloo checked most cases
+    if whole_matrix:  # Gloo checked most cases (a sample may draw mostly what Gloo lacks)
+        assert counts["gloo"] > counts["gloo_na"], counts
     for f in failures[:60]:
         print("FAIL", f)
     assert not failures, f"{len(failures)} failures (printed above)"
@@ -207,7 +208,7 @@ def _run(world, cases, seed):
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_matrix_small_sizes(world):
-    _run(world, C.all_cases(SMALL), SEED)
+    _run(world, C.all_cases(SMALL), SEED, True)
 
 
 @pytest.mark.parametrize("world", [2, 4])
@@ -215,4 +216,4 @@ def test_matrix_large_sample(world):
     rng = random.Random(SEED * 10 + world)
     sample = rng.sample(C.all_cases([LARGE[0]]), 12)
     sample = [(op, dt, rd, rng.choice(LARGE), ex) for op, dt, rd, _, ex in sample]
-    _run(world, sample, SEED)
+    _run(world, sample, SEED, False)
