@@ -71,7 +71,8 @@ iters() {
 stats() {
   sort -g | awk '{a[NR]=$1} END {
     if (NR % 2) med = a[(NR+1)/2]; else med = (a[NR/2] + a[NR/2+1]) / 2;
-    printf "%.2f %.2f %.2f %.2f", a[1], med, a[NR], (med > 0 ? a[1] / med : 0) }'
+    r = med > 0 ? a[1] / med : 0  # not inside printf: there awk reads ">" as a redirection
+    printf "%.2f %.2f %.2f %.2f", a[1], med, a[NR], r }'
 }
 
 rows=()
