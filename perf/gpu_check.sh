@@ -18,7 +18,9 @@
 # tool sets it) as soon as its step ends. Then the fused GEMM+ReduceScatter figures (fused_perf -d
 # device, bf16, M = N = 8192, K = 2048 per rank): fused / (cuBLAS GEMM + tessera reduce-scatter)
 # and the overlap efficiency on 4 ranks, the fused GEMM beside cuBLAS on 1 rank, and the M sweep
-# (128 to 16384) as JSON. Keep it under eight minutes on an H100/H200-class GPU.
+# (128 to 16384) as JSON. Then the PyTorch backend's CUDA tests and a short CUDA-tensor
+# torch_bench.py run, where python3 has torch with CUDA. Keep it under ten minutes on an
+# H100/H200-class GPU.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${BUILD_DIR:-$ROOT/build-gpu}"
@@ -211,6 +213,29 @@ fig_line "fused sweep M 128..16384, 4 r" "" "$([[ -n "$ft" ]] && echo json || ec
 cat "$FIG"
 keep "$FIG" "$BUILD/device_perf.log" "$BUILD/fused_sweep.json"
 
+# The PyTorch backend on CUDA tensors (README, "PyTorch"), where the machine's Python has torch
+# with CUDA and pytest: tests/torch/test_cuda.py, then perf/torch_bench.py --device cuda at small
+# scale (one GPU: the baseline is Gloo on the same CUDA tensors, NCCL refusing two ranks per GPU).
+step "PyTorch backend on CUDA tensors"
+torch_rc=0
+if python3 -c 'import torch, pytest, sys; sys.exit(0 if torch.cuda.is_available() else 1)' \
+    2>/dev/null; then
+  torch_rc=1
+  if cmake --build "$BUILD" --target tessera_torch >"$BUILD/torch.log" 2>&1; then
+    (cd "$ROOT/tests/torch" && PYTHONPATH="$BUILD/python:$ROOT/tests/torch" \
+      timeout -k 10 300 python3 -m pytest -q -rs -p no:cacheprovider test_cuda.py) \
+      >>"$BUILD/torch.log" 2>&1
+    torch_rc=$?
+    PYTHONPATH="$BUILD/python" timeout -k 10 240 python3 "$ROOT/perf/torch_bench.py" \
+      --device cuda -n 2 --launches 1 --rounds 2 --scale 0.25 --ddp-steps 3 \
+      --json "$BUILD/torch_cuda.json" >>"$BUILD/torch.log" 2>&1 || torch_rc=1
+  fi
+  tail -60 "$BUILD/torch.log"
+else
+  echo "skipped: python3 here has no torch with CUDA, or no pytest"
+fi
+keep "$BUILD/torch.log" "$BUILD/torch_cuda.json"
+
 step "bootstrap smoke benchmark (4 ranks)"
 timeout -k 10 120 "$BUILD/perf/bootstrap_perf" -n 4 -i 10
 
@@ -225,5 +250,5 @@ if cmake --build "$BUILD" --parallel "$(nproc)"; then
 fi
 keep "$BUILD/unit.log"
 
-step "done: gpu tests rc=$gpu_rc, bandwidth rc=$bw_rc, device figures rc=$fig_rc, unit tests rc=$unit_rc"
-[[ $gpu_rc -eq 0 && $bw_rc -eq 0 && $fig_rc -eq 0 && $unit_rc -eq 0 ]]
+step "done: gpu tests rc=$gpu_rc, bandwidth rc=$bw_rc, device figures rc=$fig_rc, torch rc=$torch_rc, unit tests rc=$unit_rc"
+[[ $gpu_rc -eq 0 && $bw_rc -eq 0 && $fig_rc -eq 0 && $torch_rc -eq 0 && $unit_rc -eq 0 ]]

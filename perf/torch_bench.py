@@ -12,6 +12,11 @@ algbw * 2(n-1)/n; the gathers: algbw * (n-1)/n, algbw = the bytes of the larger 
 The 8 B all-reduce is also timed call by call (rank 0's median of --latency-calls calls), the
 latency a training step sees. Prints tables, writes --json and a --plot PNG.
 
+--device cuda times CUDA tensors (rank r on GPU r % the GPU count; the device executor) beside
+NCCL, or beside Gloo where there are fewer GPUs than ranks (NCCL refuses two ranks on one GPU);
+--baseline chooses. Each timed loop ends with torch.cuda.synchronize(). This mode has not yet run
+on a GPU.
+
   PYTHONPATH=build/python python3 perf/torch_bench.py -n 2,4 --json out.json --plot out.png
 """
 
@@ -41,14 +46,6 @@ def iterations(size, scale):
     return max(2, min(200, int(scale * (1 << 25) / max(size, 1 << 12))))
 
 
-def _time_calls(dist, fn, iters, group):
-    dist.barrier(group=group)
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    return (time.perf_counter() - t0) / iters
-
-
 def _worker(rank, world, port, args, results):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(world))
@@ -60,10 +57,28 @@ def _worker(rank, world, port, args, results):
     torch.set_num_threads(1)  # one core per rank: the ranks share this machine's cores
     from datetime import timedelta
 
+    dev = torch.device("cpu")
+    if args.device == "cuda":
+        dev = torch.device("cuda", rank % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
     dist.init_process_group("tessera", timeout=timedelta(seconds=600))
-    gloo = dist.new_group(backend="gloo")
-    groups = {"tessera": None, "gloo": gloo}
-    out = {"collectives": {}, "ddp": {}}
+    gloo = dist.new_group(backend="gloo")  # also the timing's own group (CPU scalars, barriers)
+    base = gloo if args.baseline == "gloo" else dist.new_group(backend=args.baseline)
+    groups = {"tessera": None, args.baseline: base}
+    out = {"collectives": {}, "ddp": {}, "baseline": args.baseline, "device": args.device}
+
+    def sync():
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
+    def timed(fn, iters):
+        dist.barrier(group=gloo)
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        sync()
+        return (time.perf_counter() - t0) / iters
 
     def slowest(seconds):
         t = torch.tensor([seconds], dtype=torch.float64)
@@ -75,34 +90,34 @@ def _worker(rank, world, port, args, results):
         for size in args.sizes:
             n = max(1, size // 4)  # float32 elements of the call's larger buffer
             if coll == "all_reduce":
-                a = torch.ones(n)
+                a = torch.ones(n, device=dev)
                 calls = {k: (lambda g=g: dist.all_reduce(a, group=g)) for k, g in groups.items()}
             elif coll == "all_gather_into_tensor":
                 per = max(1, n // world)
-                src, dst = torch.ones(per), torch.empty(per * world)
+                src, dst = torch.ones(per, device=dev), torch.empty(per * world, device=dev)
                 calls = {k: (lambda g=g: dist.all_gather_into_tensor(dst, src, group=g))
                          for k, g in groups.items()}
             else:
                 per = max(1, n // world)
-                src, dst = torch.ones(per * world), torch.empty(per)
+                src, dst = torch.ones(per * world, device=dev), torch.empty(per, device=dev)
                 calls = {k: (lambda g=g: dist.reduce_scatter_tensor(dst, src, group=g))
                          for k, g in groups.items()}
             bytes_ = (per * world if coll != "all_reduce" else n) * 4
             iters = iterations(bytes_, args.scale)
             times = {k: [] for k in groups}
             for k in groups:  # warm-up: connections, plans
-                _time_calls(dist, calls[k], 2, groups[k])
+                timed(calls[k], 2)
             for r in range(args.rounds):
                 order = list(groups) if r % 2 == 0 else list(reversed(groups))
                 for k in order:
-                    times[k].append(slowest(_time_calls(dist, calls[k], iters, groups[k])))
+                    times[k].append(slowest(timed(calls[k], iters)))
             rows.append({"bytes": bytes_, "iters": iters, "times": times})
         out["collectives"][coll] = rows
 
     if args.latency_calls > 0:
         # Call by call: the median latency of one small call (the loop average above also holds
         # the rare slow calls of a shared machine).
-        a = torch.ones(2)
+        a = torch.ones(2, device=dev)
         lat = {k: [] for k in groups}
         for k, g in groups.items():
             for _ in range(50):
@@ -113,6 +128,7 @@ def _worker(rank, world, port, args, results):
             for _ in range(args.latency_calls // 4):
                 t0 = time.perf_counter()
                 dist.all_reduce(a, group=groups[k])
+                sync()
                 lat[k].append(time.perf_counter() - t0)
         out["latency"] = {k: statistics.median(v) for k, v in lat.items()}
 
@@ -122,9 +138,10 @@ def _worker(rank, world, port, args, results):
         def model():
             torch.manual_seed(0)
             w = args.ddp_width
-            return torch.nn.Sequential(*[torch.nn.Linear(w, w) for _ in range(args.ddp_layers)])
+            layers = [torch.nn.Linear(w, w) for _ in range(args.ddp_layers)]
+            return torch.nn.Sequential(*layers).to(dev)
 
-        x = torch.randn(args.ddp_batch, args.ddp_width)
+        x = torch.randn(args.ddp_batch, args.ddp_width, device=dev)
         steps = {}
         for k, g in groups.items():
             m = DDP(model(), process_group=g)
@@ -144,10 +161,7 @@ def _worker(rank, world, port, args, results):
         for r in range(args.ddp_steps):
             order = list(groups) if r % 2 == 0 else list(reversed(groups))
             for k in order:
-                dist.barrier(group=gloo)
-                t0 = time.perf_counter()
-                step(*steps[k])
-                ddp_times[k].append(slowest(time.perf_counter() - t0))
+                ddp_times[k].append(slowest(timed(lambda: step(*steps[k]), 1)))
         out["ddp"] = {"params": params, "times": ddp_times}
 
     dist.barrier()
@@ -199,14 +213,16 @@ def merge(outs):
 
 
 def summarize(world, out, launches):
-    report = {"world": world, "launches": launches, "collectives": {}, "ddp": None}
+    b = out["baseline"]
+    report = {"world": world, "launches": launches, "device": out["device"], "baseline": b,
+              "collectives": {}, "ddp": None}
     for coll, rows in out["collectives"].items():
         table = []
-        print(f"\n# {coll}, {world} processes, float32 (median [min, max] of the rounds of {launches} launches; time in us, busbw in GB/s)")
-        print(f"{'size':>6} {'tessera us':>24} {'gloo us':>24} {'tessera busbw':>14} {'gloo busbw':>11} {'speedup':>8}")
+        print(f"\n# {coll}, {world} processes, float32 {out['device']} tensors (median [min, max] of the rounds of {launches} launches; time in us, busbw in GB/s)")
+        print(f"{'size':>6} {'tessera us':>24} {b + ' us':>24} {'tessera busbw':>14} {b + ' busbw':>11} {'speedup':>8}")
         for row in rows:
             entry = {"bytes": row["bytes"], "iters": row["iters"]}
-            for k in ("tessera", "gloo"):
+            for k in ("tessera", b):
                 ts = row["times"][k]
                 med = statistics.median(ts)
                 entry[k] = {
@@ -216,10 +232,10 @@ def summarize(world, out, launches):
                     "busbw_max": row["bytes"] / min(ts) / 1e9 * busbw_factor(coll, world),
                 }
             # The ratio of each round's pair, then their median (same round, same machine state).
-            ratios = [g / t for t, g in zip(row["times"]["tessera"], row["times"]["gloo"])]
+            ratios = [g / t for t, g in zip(row["times"]["tessera"], row["times"][b])]
             entry["speedup"] = statistics.median(ratios)
             entry["speedup_min"], entry["speedup_max"] = min(ratios), max(ratios)
-            t, g = entry["tessera"], entry["gloo"]
+            t, g = entry["tessera"], entry[b]
             print(f"{fmt_size(row['bytes']):>6} {t['us']:>10.1f} [{t['us_min']:.1f}, {t['us_max']:.1f}]"
                   f" {g['us']:>10.1f} [{g['us_min']:.1f}, {g['us_max']:.1f}]"
                   f" {t['busbw']:>14.3f} {g['busbw']:>11.3f} {entry['speedup']:>7.1f}x")
@@ -227,28 +243,28 @@ def summarize(world, out, launches):
         report["collectives"][coll] = table
     if out.get("latency"):
         lat = out["latency"]
-        t, g = lat["tessera"], lat["gloo"]
-        report["latency_8B"] = {"tessera_us": [x * 1e6 for x in t], "gloo_us": [x * 1e6 for x in g]}
+        t, g = lat["tessera"], lat[b]
+        report["latency_8B"] = {"tessera_us": [x * 1e6 for x in t], f"{b}_us": [x * 1e6 for x in g]}
         print(f"\n# 8 B all_reduce call by call, {world} processes: rank 0's median per launch, us")
         print(f"tessera {statistics.median(t) * 1e6:.1f} [{min(t) * 1e6:.1f}, {max(t) * 1e6:.1f}]"
-              f"   gloo {statistics.median(g) * 1e6:.1f} [{min(g) * 1e6:.1f}, {max(g) * 1e6:.1f}]"
+              f"   {b} {statistics.median(g) * 1e6:.1f} [{min(g) * 1e6:.1f}, {max(g) * 1e6:.1f}]"
               f"   ratio {statistics.median(g) / statistics.median(t):.1f}x")
     if out.get("ddp"):
         d = out["ddp"]
-        t, g = d["times"]["tessera"], d["times"]["gloo"]
-        ratios = [b / a for a, b in zip(t, g)]
+        t, g = d["times"]["tessera"], d["times"][b]
+        ratios = [y / x for x, y in zip(t, g)]
         report["ddp"] = {
             "params": d["params"],
             "tessera_ms": statistics.median(t) * 1e3, "tessera_ms_min": min(t) * 1e3,
             "tessera_ms_max": max(t) * 1e3,
-            "gloo_ms": statistics.median(g) * 1e3, "gloo_ms_min": min(g) * 1e3,
-            "gloo_ms_max": max(g) * 1e3,
+            "baseline_ms": statistics.median(g) * 1e3, "baseline_ms_min": min(g) * 1e3,
+            "baseline_ms_max": max(g) * 1e3,
             "speedup": statistics.median(ratios),
         }
         r = report["ddp"]
         print(f"\n# DDP step, {world} processes, {d['params'] / 1e6:.1f} M parameters (median [min, max] of {len(t)} steps over {launches} launches)")
         print(f"tessera {r['tessera_ms']:.1f} ms [{r['tessera_ms_min']:.1f}, {r['tessera_ms_max']:.1f}]"
-              f"   gloo {r['gloo_ms']:.1f} ms [{r['gloo_ms_min']:.1f}, {r['gloo_ms_max']:.1f}]"
+              f"   {b} {r['baseline_ms']:.1f} ms [{r['baseline_ms_min']:.1f}, {r['baseline_ms_max']:.1f}]"
               f"   speedup {r['speedup']:.2f}x")
     return report
 
@@ -273,13 +289,13 @@ def plot(reports, path):
                 ax.set_visible(False)
                 continue
             x = [r["bytes"] for r in rows]
-            for k, color in (("tessera", "tab:blue"), ("gloo", "tab:orange")):
+            for k, color in (("tessera", "tab:blue"), (rep["baseline"], "tab:orange")):
                 ax.plot(x, [r[k]["busbw"] for r in rows], marker="o", color=color, label=k)
                 ax.fill_between(x, [r[k]["busbw_min"] for r in rows],
                                 [r[k]["busbw_max"] for r in rows], color=color, alpha=0.2)
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
-            ax.set_title(f"{coll}, {rep['world']} processes")
+            ax.set_title(f"{coll}, {rep['world']} processes, {rep['device']}")
             ax.set_xlabel("bytes")
             ax.set_ylabel("busbw (GB/s)")
             ax.grid(True, which="both", alpha=0.3)
@@ -305,6 +321,10 @@ def main():
     ap.add_argument("--ddp-layers", type=int, default=3, help="Linear(width, width) layers")
     ap.add_argument("--ddp-batch", type=int, default=8)
     ap.add_argument("--ddp-steps", type=int, default=6, help="timed steps per launch")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="the tensors' device")
+    ap.add_argument("--baseline", choices=("gloo", "nccl"),
+                    help="beside tessera (default: gloo on cpu; on cuda nccl, or gloo where there"
+                         " are fewer GPUs than ranks)")
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--plot", help="write a busbw plot (PNG) here")
@@ -312,8 +332,20 @@ def main():
     lo, hi = parse_size(args.minbytes), parse_size(args.maxbytes)
     args.sizes = [s for s in SIZES if lo <= s <= hi]
     args.colls = args.colls.split(",")
+    worlds = [int(x) for x in args.nprocs.split(",")]
+    if args.baseline is None:
+        args.baseline = "gloo"
+        if args.device == "cuda":
+            import torch
+
+            gpus = torch.cuda.device_count()
+            if gpus >= max(worlds):
+                args.baseline = "nccl"
+            else:
+                print(f"{gpus} GPU(s) for up to {max(worlds)} ranks: NCCL refuses two ranks on one"
+                      " GPU, so the baseline is Gloo on the same CUDA tensors")
     reports = []
-    for world in [int(x) for x in args.nprocs.split(",")]:
+    for world in worlds:
         outs = [run_world(world, args) for _ in range(args.launches)]
         reports.append(summarize(world, merge(outs), args.launches))
     if args.json:

@@ -161,8 +161,8 @@ class TesseraBackend final : public c10d::Backend {
     std::function<void()> finish;
     std::vector<P2POp> p2p;
     std::vector<at::Tensor> tensors;  // device calls: what the stream uses (recordStream)
-    // The call as TESSERA_TORCH_CHECK_CALLS compares it between ranks (callSignature); empty:
-    // not compared (send/recv, coalesced calls).
+    // The call as TESSERA_TORCH_CHECK_CALLS compares it between ranks (callSignature), made only
+    // when that check is on; empty: not compared (send/recv, coalesced calls, check off).
     std::string signature;
   };
   // Runs a call in issue order (or records it in the open coalescing batch) and returns its Work.

@@ -164,4 +164,37 @@ ReduceSpec makeReduce(at::ScalarType t, const c10d::ReduceOp& op, tsrComm_t comm
   return spec;
 }
 
+// Argument checks shared by the calls (types.hpp).
+[[noreturn]] void bad(const std::string& api, const std::string& what) {
+  throwResult(tsrInvalidArgument, api + ": " + what);
+}
+
+void checkTensor(const at::Tensor& t, const char* api) {
+  if (!t.defined()) bad(api, "a tensor is undefined");
+  if (t.layout() != at::kStrided)
+    bad(api, "sparse and other non-strided tensors are not supported by tessera");
+  if (!t.is_cpu() && !t.is_cuda())
+    bad(api, "tensors on " + t.device().str() +
+                 " are not supported (tessera takes CPU and CUDA tensors)");
+}
+
+void sameKind(const at::Tensor& a, const at::Tensor& b, const char* api, bool sameNumel) {
+  checkTensor(b, api);
+  if (a.device() != b.device())
+    bad(api, "tensors on " + a.device().str() + " and " + b.device().str() +
+                 ": a call's tensors must be on one device");
+  if (a.scalar_type() != b.scalar_type())
+    bad(api, "tensors of " + dtypeName(a.scalar_type()) + " and " + dtypeName(b.scalar_type()) +
+                 ": a call's tensors must have one dtype");
+  if (sameNumel && a.numel() != b.numel())
+    bad(api, "tensors of " + std::to_string(a.numel()) + " and " + std::to_string(b.numel()) +
+                 " elements where they must have the same size");
+}
+
+void checkRank(int64_t r, int n, const char* what, const char* api) {
+  if (r < 0 || r >= n)
+    bad(api,
+        std::string(what) + " " + std::to_string(r) + " is outside [0, " + std::to_string(n) + ")");
+}
+
 }  // namespace tessera_torch

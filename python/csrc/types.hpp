@@ -72,4 +72,14 @@ std::string reduceOpName(const c10d::ReduceOp& op);
 // A call as TESSERA_TORCH_CHECK_CALLS compares it between ranks: "allreduce float32[1000] SUM".
 std::string callSignature(const char* api, const at::Tensor& t, const std::string& extra = "");
 
+// Argument checks, on the calling thread before anything is queued; each throws ValueError with
+// "<api>: <what>".
+[[noreturn]] void bad(const std::string& api, const std::string& what);
+// Defined, strided, and on the CPU or a CUDA device.
+void checkTensor(const at::Tensor& t, const char* api);
+// `b` passes checkTensor and has `a`'s device and dtype (and its element count if sameNumel).
+void sameKind(const at::Tensor& a, const at::Tensor& b, const char* api, bool sameNumel = false);
+// 0 <= r < n; `what` names the argument ("root", "destination").
+void checkRank(int64_t r, int n, const char* what, const char* api);
+
 }  // namespace tessera_torch
