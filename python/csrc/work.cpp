@@ -88,7 +88,10 @@ bool TesseraWork::wait(std::chrono::milliseconds timeout) {
   auto limit = timeout == kNoTimeout ? timeout_ : timeout;
   auto deadline = CallQueue::Clock::now() + limit;
   if (limit.count() <= 0) deadline = CallQueue::Clock::time_point::max();
-  if (!queue_->drive(this, deadline))
+  // With the group's timeout this thread may run the queued calls itself (each ends within that
+  // deadline); with a caller's own timeout it waits for the progress thread, so that it can
+  // return when that timeout passes.
+  if (!queue_->drive(this, deadline, timeout == kNoTimeout))
     C10_THROW_ERROR(DistBackendError, "tessera: " + c10d::opTypeToString(opType_) +
                                           " call did not complete within " +
                                           std::to_string(limit.count()) +
@@ -199,10 +202,10 @@ void CallQueue::runLocked(Job& job, std::unique_lock<std::mutex>& run) {
   notifyDone();
 }
 
-bool CallQueue::drive(TesseraWork* work, Clock::time_point deadline) {
+bool CallQueue::drive(TesseraWork* work, Clock::time_point deadline, bool mayRun) {
   while (!work->done()) {
-    std::unique_lock<std::mutex> run(runMutex_, std::try_to_lock);
-    if (run.owns_lock()) {
+    std::unique_lock<std::mutex> run(runMutex_, std::defer_lock);
+    if (mayRun && run.try_lock()) {
       Job job;
       if (popFront(&job)) {
         runLocked(job, run);

@@ -98,8 +98,9 @@ class CallQueue : public std::enable_shared_from_this<CallQueue> {
   // queue entry, no lock handed between threads). False, with `body` untouched, otherwise.
   bool runNow(Body& body, const c10::intrusive_ptr<TesseraWork>& work);
   // Runs queued jobs on this thread in order, or waits while another thread runs one, until
-  // `work` is done. False when `deadline` passed first.
-  bool drive(TesseraWork* work, Clock::time_point deadline);
+  // `work` is done. False when `deadline` passed first. `mayRun` false: only waits (a job run
+  // here could not return before its own, longer, deadline: Work.wait(timeout) must).
+  bool drive(TesseraWork* work, Clock::time_point deadline, bool mayRun = true);
   // Every job queued so far has run (each within its own deadlines).
   void drain();
   // Jobs not yet started fail with `error` instead of running; the thread ends. Jobs queued later
