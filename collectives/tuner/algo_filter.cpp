@@ -96,12 +96,13 @@ Result parseRules(const char* var, const char* noun, const std::string& value,
 
 }  // namespace
 
-Result parseAlgoFilter(const std::string& value, AlgoFilter* out) {
+Result parseAlgoFilter(const std::string& value, AlgoFilter* out, const char* var) {
   std::vector<const char*> names;
   for (const AlgorithmInfo& a : algorithms()) names.push_back(a.name);
   AlgoFilter f;
   f.text = value;
-  TSR_CHECK(parseRules("TESSERA_ALGO", "algorithm", value, names, &f.allowed));
+  f.var = var;
+  TSR_CHECK(parseRules(var, "algorithm", value, names, &f.allowed));
   // A filter that allows everything is the same as none: keep the vectors empty ("unset").
   for (auto& v : f.allowed)
     if (std::all_of(v.begin(), v.end(), [](bool b) { return b; })) v.clear();
@@ -111,11 +112,11 @@ Result parseAlgoFilter(const std::string& value, AlgoFilter* out) {
 
 const char* protocolName(Protocol p) { return p == Protocol::kLL ? "LL" : "Simple"; }
 
-Result parseProtoFilter(const std::string& value, ProtoFilter* out) {
+Result parseProtoFilter(const std::string& value, ProtoFilter* out, const char* var) {
   // NCCL's protocol names; LL128 parses (a NCCL value works here) but tessera has no such protocol.
   static const std::vector<const char*> kProtocols = {"Simple", "LL", "LL128"};
   Allowed allowed;
-  TSR_CHECK(parseRules("TESSERA_PROTO", "protocol", value, kProtocols, &allowed));
+  TSR_CHECK(parseRules(var, "protocol", value, kProtocols, &allowed));
   ProtoFilter f;
   f.text = value;
   int without = 0, first = -1;
@@ -127,12 +128,11 @@ Result parseProtoFilter(const std::string& value, ProtoFilter* out) {
     if (first < 0) first = c;
   }
   if (without == kCollectiveCount)
-    return TSR_FAIL(tsrInvalidArgument,
-                    "TESSERA_PROTO=%s leaves no protocol tessera has (Simple, LL)", value.c_str());
+    return TSR_FAIL(tsrInvalidArgument, "%s=%s leaves no protocol tessera has (Simple, LL)", var,
+                    value.c_str());
   if (without > 0)
-    return TSR_FAIL(tsrInvalidArgument,
-                    "TESSERA_PROTO=%s leaves no protocol tessera has (Simple, LL) for %s",
-                    value.c_str(), collectiveName(static_cast<Collective>(first)));
+    return TSR_FAIL(tsrInvalidArgument, "%s=%s leaves no protocol tessera has (Simple, LL) for %s",
+                    var, value.c_str(), collectiveName(static_cast<Collective>(first)));
   *out = std::move(f);
   return tsrSuccess;
 }

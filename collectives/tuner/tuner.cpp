@@ -80,16 +80,15 @@ Result nothingLeft(const TuneInput& in, const AlgoFilter& filter, bool determini
                     in.nranks);
   if (deterministic)
     return TSR_FAIL(tsrInvalidUsage,
-                    "TESSERA_ALGO=%s with TESSERA_DETERMINISTIC=1 leaves no algorithm for %s: "
+                    "%s=%s with TESSERA_DETERMINISTIC=1 leaves no algorithm for %s: "
                     "deterministic %s needs one of the canonical-order families (%s); families "
                     "that generate it here: %s",
-                    filterText(filter).c_str(), coll, coll,
+                    filter.var, filterText(filter).c_str(), coll, coll,
                     canonical.empty() ? "none generates it" : canonical.c_str(),
                     generators.c_str());
   return TSR_FAIL(tsrInvalidUsage,
-                  "TESSERA_ALGO=%s leaves no algorithm for %s (families that generate it here: "
-                  "%s)",
-                  filterText(filter).c_str(), coll, generators.c_str());
+                  "%s=%s leaves no algorithm for %s (families that generate it here: %s)",
+                  filter.var, filterText(filter).c_str(), coll, generators.c_str());
 }
 
 void logChoice(const TuneInput& in, const HostLayout& hl, const Candidate& chosen,
@@ -205,9 +204,9 @@ Result Tuner::fromEnv(Tuner* out) {
   TSR_CHECK(envString("TESSERA_TUNER_FILE", &file));
   TSR_CHECK(envBool("TESSERA_TUNER_CACHE", &cache));
   AlgoFilter filter;
-  TSR_CHECK(parseAlgoFilter(algo, &filter));
+  TSR_CHECK(parseAlgoFilter(algo, &filter, envSourceName("TESSERA_ALGO")));
   ProtoFilter protoFilter;
-  TSR_CHECK(parseProtoFilter(proto, &protoFilter));
+  TSR_CHECK(parseProtoFilter(proto, &protoFilter, envSourceName("TESSERA_PROTO")));
   TunerParams params = defaultTunerParams();
   auto table = std::make_shared<MeasuredTable>();
   std::string source = "built-in defaults";
@@ -274,7 +273,7 @@ Result Tuner::choose(const TuneInput& in, TuneChoice* out) const {
   for (size_t i = 0; i < families.size(); ++i) {
     const AlgorithmInfo& a = families[i];
     if (!generates(a, in.collective) || (a.needsHosts && hl.hosts < 2)) continue;
-    const char* why = !filterAllows(filter_, in.collective, i) ? "TESSERA_ALGO"
+    const char* why = !filterAllows(filter_, in.collective, i) ? filter_.var
                       : (deterministic && !a.canonicalOrder)   ? "deterministic"
                                                                : nullptr;
     if (why != nullptr) {

@@ -73,10 +73,13 @@ struct AlgoFilter {
   // Per collective: allowed[c][i] for family i of algorithms(); all true when unset.
   std::array<std::vector<bool>, kCollectiveCount> allowed;
   std::string text;  // the value parsed, for error sentences ("" when built by hand)
+  // The variable `text` came from, for sentences: NCCL_ALGO when read through its alias.
+  const char* var = "TESSERA_ALGO";
   // Whether it leaves out some family of collective c.
   bool restricts(Collective c) const { return !allowed[static_cast<size_t>(c)].empty(); }
 };
-Result parseAlgoFilter(const std::string& value, AlgoFilter* out);
+// `var`: the variable the value came from (envSourceName), named in error sentences.
+Result parseAlgoFilter(const std::string& value, AlgoFilter* out, const char* var = "TESSERA_ALGO");
 
 // The protocols: Simple (bulk chunks + semaphores, every executor) and LL (8-byte lines of data +
 // flag, device executor only, small calls; collectives/exec/device/ll.hpp).
@@ -96,7 +99,8 @@ struct ProtoFilter {
   }
 };
 // tsrInvalidArgument when a collective is left neither Simple nor LL.
-Result parseProtoFilter(const std::string& value, ProtoFilter* out);
+Result parseProtoFilter(const std::string& value, ProtoFilter* out,
+                        const char* var = "TESSERA_PROTO");
 Result parseProtoFilter(const std::string& value);  // validation only
 
 struct TuneInput {

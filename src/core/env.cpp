@@ -23,77 +23,112 @@ const EnvVarInfo* lookup(const char* name, Result* r) {
   return info;
 }
 
-// The value to parse: the set value, else the default; `fromEnv` says which.
-const char* valueOf(const EnvVarInfo& info, bool* fromEnv) {
-  const char* v = envRaw(info.name);
-  *fromEnv = v != nullptr;
-  return v != nullptr ? v : info.defaultValue;
+// The words a kBool takes; false when `v` is none of them.
+bool boolWord(const char* v, bool* out) {
+  static const char* const kTrue[] = {"1", "true", "yes", "on"};
+  static const char* const kFalse[] = {"0", "false", "no", "off"};
+  for (const char* w : kTrue)
+    if (strcasecmp(v, w) == 0) {
+      *out = true;
+      return true;
+    }
+  for (const char* w : kFalse)
+    if (strcasecmp(v, w) == 0) {
+      *out = false;
+      return true;
+    }
+  return false;
 }
 
-Result badValue(const EnvVarInfo& info, const char* value, const std::string& why) {
-  return TSR_FAIL(tsrInvalidArgument, "invalid value '%s' for %s: %s (%s)", value, info.name,
+// The value to parse (the set value, else the default) and the variable it is reported under:
+// the NCCL_* alias when the value came from there, so that a sentence names what the user set.
+struct Value {
+  const char* text;
+  const char* var;
+  bool fromEnv;
+};
+
+// Reads `name` and, when it is unset and aliases are active, its alias; *source is the one read.
+const char* rawAndSource(const char* name, const char** source) {
+  *source = name;
+  const char* v = std::getenv(name);
+  if (v != nullptr && *v != '\0') return v;
+  const char* alias = envNcclAlias(name);
+  if (alias == nullptr || !envNcclAliasesActive()) return nullptr;
+  v = std::getenv(alias);
+  if (v == nullptr || *v == '\0') return nullptr;
+  *source = alias;
+  return v;
+}
+
+Value valueOf(const EnvVarInfo& info) {
+  const char* var = info.name;
+  const char* v = rawAndSource(info.name, &var);
+  if (v == nullptr) return Value{info.defaultValue, info.name, false};
+  return Value{v, var, true};
+}
+
+Result badValue(const EnvVarInfo& info, const Value& v, const std::string& why) {
+  if (std::strcmp(v.var, info.name) != 0)
+    return TSR_FAIL(tsrInvalidArgument,
+                    "invalid value '%s' for %s (read as %s, TESSERA_NCCL_ENV=1): %s (%s)", v.text,
+                    v.var, info.name, why.c_str(), info.meaning);
+  return TSR_FAIL(tsrInvalidArgument, "invalid value '%s' for %s: %s (%s)", v.text, info.name,
                   why.c_str(), info.meaning);
 }
 
-Result parseInt(const EnvVarInfo& info, const char* v, int64_t* out) {
+Result parseInt(const EnvVarInfo& info, const Value& val, int64_t* out) {
+  const char* v = val.text;
   errno = 0;
   char* end = nullptr;
   long long x = std::strtoll(v, &end, 10);  // decimal: "010" is ten, not octal eight
-  if (errno != 0 || end == v || *end != '\0') return badValue(info, v, "expected an integer");
+  if (errno != 0 || end == v || *end != '\0') return badValue(info, val, "expected an integer");
   if (static_cast<double>(x) < info.minValue || static_cast<double>(x) > info.maxValue)
-    return badValue(info, v, strprintf("must be in [%.0f, %.0f]", info.minValue, info.maxValue));
+    return badValue(info, val, strprintf("must be in [%.0f, %.0f]", info.minValue, info.maxValue));
   *out = x;
   return tsrSuccess;
 }
 
-Result parseDouble(const EnvVarInfo& info, const char* v, double* out) {
+Result parseDouble(const EnvVarInfo& info, const Value& val, double* out) {
+  const char* v = val.text;
   errno = 0;
   char* end = nullptr;
   double x = std::strtod(v, &end);
   // strtod also takes hexadecimal ("0x1p4"); a time or a size written that way is a mistake.
   bool hex = std::strchr(v, 'x') != nullptr || std::strchr(v, 'X') != nullptr;
   if (errno != 0 || end == v || *end != '\0' || !std::isfinite(x) || hex)
-    return badValue(info, v, "expected a number");
+    return badValue(info, val, "expected a number");
   if (x < info.minValue || x > info.maxValue)
-    return badValue(info, v, strprintf("must be in [%g, %g]", info.minValue, info.maxValue));
+    return badValue(info, val, strprintf("must be in [%g, %g]", info.minValue, info.maxValue));
   *out = x;
   return tsrSuccess;
 }
 
-Result parseBool(const EnvVarInfo& info, const char* v, bool* out) {
-  if (strcasecmp(v, "1") == 0 || strcasecmp(v, "true") == 0 || strcasecmp(v, "yes") == 0 ||
-      strcasecmp(v, "on") == 0) {
-    *out = true;
-    return tsrSuccess;
-  }
-  if (strcasecmp(v, "0") == 0 || strcasecmp(v, "false") == 0 || strcasecmp(v, "no") == 0 ||
-      strcasecmp(v, "off") == 0) {
-    *out = false;
-    return tsrSuccess;
-  }
-  return badValue(info, v, "expected 0/1, true/false, yes/no or on/off");
+Result parseBool(const EnvVarInfo& info, const Value& val, bool* out) {
+  if (boolWord(val.text, out)) return tsrSuccess;
+  return badValue(info, val, "expected 0/1, true/false, yes/no or on/off");
 }
 
-Result parseEnum(const EnvVarInfo& info, const char* v, std::string* out) {
+Result parseEnum(const EnvVarInfo& info, const Value& val, std::string* out) {
   std::string choices = info.choices != nullptr ? info.choices : "";
   size_t pos = 0;
   while (pos <= choices.size()) {
     size_t bar = choices.find('|', pos);
     std::string c = choices.substr(pos, bar == std::string::npos ? std::string::npos : bar - pos);
-    if (strcasecmp(c.c_str(), v) == 0) {
+    if (strcasecmp(c.c_str(), val.text) == 0) {
       *out = c;
       return tsrSuccess;
     }
     if (bar == std::string::npos) break;
     pos = bar + 1;
   }
-  return badValue(info, v, "expected one of " + choices);
+  return badValue(info, val, "expected one of " + choices);
 }
 
-Result parseString(const EnvVarInfo& info, const char* v, std::string* out) {
+Result parseString(const EnvVarInfo& info, const Value& val, std::string* out) {
   std::string why;
-  if (info.validate != nullptr && !info.validate(v, &why)) return badValue(info, v, why);
-  *out = v;
+  if (info.validate != nullptr && !info.validate(val.text, &why)) return badValue(info, val, why);
+  *out = val.text;
   return tsrSuccess;
 }
 
@@ -112,9 +147,29 @@ const EnvVarInfo* envFind(const char* name) {
   return nullptr;
 }
 
+const char* envNcclAlias(const char* tesseraName) {
+  if (tesseraName == nullptr) return nullptr;
+  for (const EnvAlias& a : envNcclAliases())
+    if (std::strcmp(a.name, tesseraName) == 0) return a.alias;
+  return nullptr;
+}
+
+bool envNcclAliasesActive() {
+  // Read directly, not through envBool: envRaw calls this, and a bad value is envValidateAll's
+  // to report (an unparsable value leaves aliases off until then).
+  const char* v = std::getenv("TESSERA_NCCL_ENV");
+  bool on = false;
+  return v != nullptr && boolWord(v, &on) && on;
+}
+
 const char* envRaw(const char* name) {
-  const char* v = std::getenv(name);
-  return (v == nullptr || *v == '\0') ? nullptr : v;
+  const char* source;
+  return rawAndSource(name, &source);
+}
+
+const char* envSourceName(const char* name) {
+  const char* source;
+  return rawAndSource(name, &source) != nullptr ? source : name;
 }
 
 Result envInt(const char* name, int64_t* out) {
@@ -122,8 +177,7 @@ Result envInt(const char* name, int64_t* out) {
   const EnvVarInfo* info = lookup(name, &r);
   if (info == nullptr) return r;
   TSR_CHECK(checkType(*info, EnvType::kInt));
-  bool fromEnv;
-  return parseInt(*info, valueOf(*info, &fromEnv), out);
+  return parseInt(*info, valueOf(*info), out);
 }
 
 Result envBool(const char* name, bool* out) {
@@ -131,8 +185,7 @@ Result envBool(const char* name, bool* out) {
   const EnvVarInfo* info = lookup(name, &r);
   if (info == nullptr) return r;
   TSR_CHECK(checkType(*info, EnvType::kBool));
-  bool fromEnv;
-  return parseBool(*info, valueOf(*info, &fromEnv), out);
+  return parseBool(*info, valueOf(*info), out);
 }
 
 Result envDouble(const char* name, double* out) {
@@ -140,8 +193,7 @@ Result envDouble(const char* name, double* out) {
   const EnvVarInfo* info = lookup(name, &r);
   if (info == nullptr) return r;
   TSR_CHECK(checkType(*info, EnvType::kDouble));
-  bool fromEnv;
-  return parseDouble(*info, valueOf(*info, &fromEnv), out);
+  return parseDouble(*info, valueOf(*info), out);
 }
 
 Result envString(const char* name, std::string* out) {
@@ -149,10 +201,9 @@ Result envString(const char* name, std::string* out) {
   const EnvVarInfo* info = lookup(name, &r);
   if (info == nullptr) return r;
   TSR_CHECK(checkType(*info, EnvType::kString));
-  bool fromEnv;
-  const char* v = valueOf(*info, &fromEnv);
-  if (!fromEnv) {
-    *out = v;
+  Value v = valueOf(*info);
+  if (!v.fromEnv) {
+    *out = v.text;
     return tsrSuccess;
   }
   return parseString(*info, v, out);
@@ -163,8 +214,7 @@ Result envEnum(const char* name, std::string* out) {
   const EnvVarInfo* info = lookup(name, &r);
   if (info == nullptr) return r;
   TSR_CHECK(checkType(*info, EnvType::kEnum));
-  bool fromEnv;
-  return parseEnum(*info, valueOf(*info, &fromEnv), out);
+  return parseEnum(*info, valueOf(*info), out);
 }
 
 Result envValidateAll() {

@@ -30,8 +30,26 @@ struct EnvVarInfo {
 std::span<const EnvVarInfo> envRegistry();
 const EnvVarInfo* envFind(const char* name);
 
-// The raw value, or nullptr when unset (or set to the empty string).
+// NCCL_* variables read in place of the TESSERA_* ones they map onto (env_registry.cpp), so that
+// a job written for NCCL keeps its settings under tessera's NCCL drop-in. Only where NCCL's
+// meaning and value syntax are tessera's; a NCCL value tessera does not take is an error naming
+// the NCCL_* variable, as for tessera's own.
+struct EnvAlias {
+  const char* name;   // TESSERA_*
+  const char* alias;  // NCCL_*
+};
+std::span<const EnvAlias> envNcclAliases();
+// The NCCL_* alias of a TESSERA_* variable, or nullptr when it has none.
+const char* envNcclAlias(const char* tesseraName);
+// Whether aliases are read now: TESSERA_NCCL_ENV is 1 (true, yes, on).
+bool envNcclAliasesActive();
+
+// The raw value, or nullptr when unset (or set to the empty string). A TESSERA_* variable that is
+// unset takes its NCCL_* alias's value while aliases are active.
 const char* envRaw(const char* name);
+// The variable envRaw(name) takes its value from: the alias when the value is the alias's, else
+// `name` (also when unset). For sentences about a value: they name what the user set.
+const char* envSourceName(const char* name);
 
 // Typed reads: the value if set, else the registered default. tsrInvalidArgument (with the
 // variable, the value and what is allowed) when the value does not parse or is out of range.

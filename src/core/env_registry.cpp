@@ -1,7 +1,10 @@
 // Every TESSERA_* variable tessera reads. Add a row here before reading a new one:
 // `tessera_info --env` prints this table, and envValidateAll() checks values against it.
 #include <strings.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/env.hpp"
@@ -51,13 +54,51 @@ bool validP2pLevel(const char* v, std::string* why) {
   return false;
 }
 
+bool validHostPort(const char* v, std::string* why) {
+  // Syntax only; the bootstrap resolves the host (bootstrap/socket.cpp, resolveHostPort). An IPv6
+  // address goes in brackets, or its last group would read as the port.
+  std::string s = v;
+  size_t colon = s.rfind(':');
+  std::string host = colon == std::string::npos ? "" : s.substr(0, colon);
+  std::string port = colon == std::string::npos ? "" : s.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  else if (host.find_first_of("[]:") != std::string::npos)
+    host.clear();
+  long p =
+      port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos
+          ? 0
+          : std::strtol(port.c_str(), nullptr, 10);
+  if (host.empty() || p < 1 || p > 65535) {
+    *why = "expected host:port or [ipv6]:port with a port in [1, 65535]";
+    return false;
+  }
+  return true;
+}
+
+bool validLibraryPath(const char* v, std::string* why) {
+  // A bare name would be looked up on the library path, where the first libnccl.so.2 is likely
+  // tessera's drop-in itself.
+  if (std::strchr(v, '/') == nullptr) {
+    *why = "expected a path with a '/' (a bare name may find tessera's own libnccl.so.2)";
+    return false;
+  }
+  if (access(v, R_OK) != 0) {
+    *why = std::string("cannot read it: ") + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
 constexpr EnvVarInfo kRegistry[] = {
     {"TESSERA_DEBUG", EnvType::kEnum, "WARN",
      "log level: NONE, VERSION (print the version at init), WARN, INFO or TRACE",
      "NONE|VERSION|WARN|INFO|TRACE", 0, 0, nullptr},
     {"TESSERA_DEBUG_SUBSYS", EnvType::kString, "INIT,BOOTSTRAP,ENV",
      "subsystems logged at INFO/TRACE: comma list of INIT, BOOTSTRAP, TOPO, ENV, COMM, TRANSPORT, "
-     "COLL, TUNING, FUSED, ALLOC, PROXY, GRAPH, CUDA or ALL; a leading ^ excludes the list",
+     "COLL, TUNING, FUSED, ALLOC, PROXY, GRAPH, CUDA or ALL; a leading ^ excludes the list. "
+     "NCCL's names are taken too: P2P, SHM, NET (TRANSPORT), CALL, RAS (COMM), REG (ALLOC), "
+     "NVLS, PROFILE (COLL)",
      nullptr, 0, 0, validSubsys},
     {"TESSERA_DEBUG_FILE", EnvType::kString, "",
      "file the log goes to instead of stderr; %h expands to the host name, %p to the pid", nullptr,
@@ -74,6 +115,11 @@ constexpr EnvVarInfo kRegistry[] = {
     {"TESSERA_SOCKET_FAMILY", EnvType::kEnum, "AUTO",
      "address family of the TCP bootstrap: AF_INET, AF_INET6 or AUTO", "AUTO|AF_INET|AF_INET6", 0,
      0, nullptr},
+    {"TESSERA_COMM_ID", EnvType::kString, "",
+     "host:port (or [ipv6]:port) of the TCP bootstrap root: tsrGetUniqueId then starts no root and "
+     "returns an id naming that address, the same on every rank that calls it, and rank 0's "
+     "tsrCommInitRank starts the root there (NCCL_COMM_ID's meaning)",
+     nullptr, 0, 0, validHostPort},
     {"TESSERA_HOST_ID", EnvType::kString, "",
      "overrides this process's host identity (default: hostname + boot id); ranks with different "
      "host ids are treated as on different hosts",
@@ -186,6 +232,17 @@ constexpr EnvVarInfo kRegistry[] = {
      "0: waiting host threads never park on a futex (they spin, yield and sleep, as before "
      "parking existed); for comparisons",
      nullptr, 0, 0, nullptr},
+    {"TESSERA_NCCL_ENV", EnvType::kBool, "0",
+     "1: NCCL_* variables are read as aliases of the TESSERA_* ones they map onto, where the "
+     "TESSERA_* variable is unset (tessera's NCCL drop-in libnccl.so.2 sets it to 1 when it loads, "
+     "unless it is set)",
+     nullptr, 0, 0, nullptr},
+    // Read by the NCCL drop-in (src/nccl/) with getenv; declared here to be listed and checked.
+    {"TESSERA_NCCL_FALLBACK", EnvType::kString, "",
+     "path of NVIDIA's libnccl.so.2: tessera's NCCL drop-in forwards to it, over a shadow "
+     "communicator, the collectives (outside groups) tessera refuses (opened "
+     "RTLD_LOCAL|RTLD_DEEPBIND); unset: nothing is forwarded",
+     nullptr, 0, 0, validLibraryPath},
     // Read by tessera_torch (python/), not by the library: declared here so they are listed and
     // checked like every other.
     {"TESSERA_TORCH_CHECK_CALLS", EnvType::kBool, "0",
@@ -210,8 +267,33 @@ constexpr EnvVarInfo kRegistry[] = {
      nullptr, 4096, 1099511627776.0, nullptr},
 };
 
+// NCCL_* aliases (read while TESSERA_NCCL_ENV=1): only where NCCL's meaning is tessera's and
+// NCCL's values are ones tessera takes, or refuses with a sentence naming the NCCL_* variable
+// (NCCL_DEBUG=ABORT, NCCL_DEBUG_SUBSYS=NET, NCCL_ALGO=NVLS, NCCL_PROTO=LL128 alone, a numeric
+// NCCL_P2P_LEVEL): a job then fails at init saying why instead of running otherwise than it asks.
+// Not aliased: NCCL_TOPO_FILE (NCCL's own topology XML, which augments detection; tessera's is
+// hwloc XML replacing it), and every NCCL variable tessera has no counterpart of.
+constexpr EnvAlias kNcclAliases[] = {
+    {"TESSERA_DEBUG", "NCCL_DEBUG"},
+    {"TESSERA_DEBUG_SUBSYS", "NCCL_DEBUG_SUBSYS"},
+    {"TESSERA_DEBUG_FILE", "NCCL_DEBUG_FILE"},
+    {"TESSERA_ALGO", "NCCL_ALGO"},
+    {"TESSERA_PROTO", "NCCL_PROTO"},
+    {"TESSERA_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"},
+    {"TESSERA_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY"},
+    {"TESSERA_COMM_ID", "NCCL_COMM_ID"},
+    {"TESSERA_P2P_LEVEL", "NCCL_P2P_LEVEL"},
+    {"TESSERA_MIN_CTAS", "NCCL_MIN_CTAS"},
+    {"TESSERA_MAX_CTAS", "NCCL_MAX_CTAS"},
+    {"TESSERA_COMM_BLOCKING", "NCCL_COMM_BLOCKING"},
+    {"TESSERA_SPLIT_SHARE", "NCCL_COMM_SPLIT_SHARE_RESOURCES"},
+    {"TESSERA_HOST_ID", "NCCL_HOSTID"},
+};
+
 }  // namespace
 
 std::span<const EnvVarInfo> envRegistry() { return std::span<const EnvVarInfo>(kRegistry); }
+
+std::span<const EnvAlias> envNcclAliases() { return std::span<const EnvAlias>(kNcclAliases); }
 
 }  // namespace tessera

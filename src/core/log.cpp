@@ -11,6 +11,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "core/env.hpp"
+
 namespace tessera {
 namespace {
 
@@ -24,6 +26,12 @@ constexpr SubsysEntry kSubsysNames[] = {
     {"COLL", Subsys::kColl},   {"TUNING", Subsys::kTuning},       {"FUSED", Subsys::kFused},
     {"ALLOC", Subsys::kAlloc}, {"PROXY", Subsys::kProxy},         {"GRAPH", Subsys::kGraph},
     {"CUDA", Subsys::kCuda},
+    // NCCL's names for what tessera logs under the subsystems above, so that NCCL_DEBUG_SUBSYS
+    // (an alias under the NCCL drop-in) takes every value NCCL documents. After the originals:
+    // subsysName() prints the first entry of a bit.
+    {"P2P", Subsys::kTransport}, {"SHM", Subsys::kTransport},     {"NET", Subsys::kTransport},
+    {"CALL", Subsys::kComm},     {"RAS", Subsys::kComm},           {"REG", Subsys::kAlloc},
+    {"NVLS", Subsys::kColl},     {"PROFILE", Subsys::kColl},
 };
 
 // The default of TESSERA_DEBUG_SUBSYS, as in NCCL: the subsystems that matter at start-up.
@@ -64,8 +72,8 @@ void applyConfigLocked(const LogConfig& config) {
       gFile = f;
       gFileOwned = true;
     } else {
-      std::fprintf(stderr, "tessera: cannot open TESSERA_DEBUG_FILE '%s' (%s); logging to stderr\n",
-                   path.c_str(), std::strerror(errno));
+      std::fprintf(stderr, "tessera: cannot open %s '%s' (%s); logging to stderr\n",
+                   envSourceName("TESSERA_DEBUG_FILE"), path.c_str(), std::strerror(errno));
     }
   }
   gLevel.store(static_cast<int>(config.level), std::memory_order_relaxed);
@@ -147,25 +155,23 @@ bool parseLogLevel(const char* value, LogLevel* level, std::string* why) {
 LogConfig logConfigFromEnv() {
   LogConfig config;
   std::string why;
-  // An empty value counts as unset, as everywhere in the env registry.
-  auto raw = [](const char* name) -> const char* {
-    const char* v = std::getenv(name);
-    return (v == nullptr || *v == '\0') ? nullptr : v;
-  };
-  if (const char* v = raw("TESSERA_DEBUG"); v != nullptr) {
+  // envRaw: an empty value counts as unset, and NCCL_DEBUG* count where aliases are active. The
+  // sentences name the variable the value came from.
+  if (const char* v = envRaw("TESSERA_DEBUG"); v != nullptr) {
     if (!parseLogLevel(v, &config.level, &why)) {
-      std::fprintf(stderr, "tessera: invalid TESSERA_DEBUG: %s; using WARN\n", why.c_str());
+      std::fprintf(stderr, "tessera: invalid %s: %s; using WARN\n", envSourceName("TESSERA_DEBUG"),
+                   why.c_str());
       config.level = LogLevel::kWarn;
     }
   }
-  const char* subsys = raw("TESSERA_DEBUG_SUBSYS");
+  const char* subsys = envRaw("TESSERA_DEBUG_SUBSYS");
   if (subsys == nullptr || !parseSubsysMask(subsys, &config.subsysMask, &why)) {
     if (subsys != nullptr)
-      std::fprintf(stderr, "tessera: invalid TESSERA_DEBUG_SUBSYS: %s; using %s\n", why.c_str(),
-                   kDefaultSubsys);
+      std::fprintf(stderr, "tessera: invalid %s: %s; using %s\n",
+                   envSourceName("TESSERA_DEBUG_SUBSYS"), why.c_str(), kDefaultSubsys);
     parseSubsysMask(kDefaultSubsys, &config.subsysMask, nullptr);
   }
-  if (const char* f = raw("TESSERA_DEBUG_FILE"); f != nullptr) config.file = f;
+  if (const char* f = envRaw("TESSERA_DEBUG_FILE"); f != nullptr) config.file = f;
   return config;
 }
 

@@ -1,6 +1,7 @@
 // tessera_info: what this build of tessera is and what it sees on this machine.
 //   tessera_info          version, build options, CUDA devices, topology, transports
-//   tessera_info --env    also every TESSERA_* variable with its value, default and meaning
+//   tessera_info --env    also every TESSERA_* variable with its value, default, meaning and
+//                         NCCL_* alias
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -160,11 +161,24 @@ void printTransports() {
 
 void printEnv() {
   section("Environment (TESSERA_*)");
+  // Whether NCCL_* aliases are read: a variable's value may be its alias's (shown by name).
+  std::printf(
+      "  NCCL_* aliases  %s\n",
+      envNcclAliasesActive()
+          ? "active (TESSERA_NCCL_ENV=1): an unset TESSERA_* variable takes its alias's value"
+          : "inactive (TESSERA_NCCL_ENV is not 1): NCCL_* variables are not read");
   for (const EnvVarInfo& v : envRegistry()) {
     const char* value = envRaw(v.name);
+    const char* source = envSourceName(v.name);
+    std::string shown = value == nullptr ? "(unset)"
+                        : std::strcmp(source, v.name) != 0
+                            ? strprintf("%s (from %s)", value, source)
+                            : std::string(value);
     std::printf("  %-26s %-6s value: %-12s default: %s\n", v.name, envTypeName(v.type),
-                value != nullptr ? value : "(unset)",
-                v.defaultValue[0] ? v.defaultValue : "(none)");
+                shown.c_str(), v.defaultValue[0] ? v.defaultValue : "(none)");
+    if (const char* alias = envNcclAlias(v.name))
+      std::printf("  %-26s alias: %s%s\n", "", alias,
+                  envNcclAliasesActive() ? "" : " (read with TESSERA_NCCL_ENV=1)");
     std::printf("  %-26s %s\n", "", v.meaning);
   }
   if (envValidateAll() != tsrSuccess) std::printf("\n  INVALID: %s\n", tsrGetLastError(nullptr));
@@ -173,7 +187,8 @@ void printEnv() {
 void usage() {
   std::printf(
       "usage: tessera_info [--env] [--help]\n"
-      "  --env   also list every TESSERA_* environment variable: value, default, meaning\n");
+      "  --env   also list every TESSERA_* environment variable: value, default, meaning and\n"
+      "          NCCL_* alias (read where TESSERA_NCCL_ENV=1)\n");
 }
 
 }  // namespace

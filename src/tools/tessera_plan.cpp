@@ -15,6 +15,7 @@
 #include "collectives/plan/plan.hpp"
 #include "collectives/plan/plan_json.hpp"
 #include "collectives/plan/verifier.hpp"
+#include "core/env.hpp"
 #include "core/log.hpp"
 #include "core/status.hpp"
 
@@ -192,7 +193,7 @@ int show(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   // This tool prints every error sentence itself; the WARN log would repeat each one.
-  if (std::getenv("TESSERA_DEBUG") == nullptr) {
+  if (envRaw("TESSERA_DEBUG") == nullptr) {  // or NCCL_DEBUG, where aliases are active
     LogConfig config = logConfigFromEnv();
     config.level = LogLevel::kNone;
     logConfigure(config);

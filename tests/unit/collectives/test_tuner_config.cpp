@@ -255,6 +255,46 @@ TEST(TunerFromEnv, InvalidValuesAreErrors) {
   std::remove(bad.c_str());
 }
 
+TEST(TunerFromEnv, NcclAliasesAreReadAndNamedInSentences) {
+  // Under tessera's NCCL drop-in (TESSERA_NCCL_ENV=1) a job's NCCL_ALGO / NCCL_PROTO apply, and a
+  // value tessera cannot honour is refused naming the variable the user set.
+  ScopedEnv on("TESSERA_NCCL_ENV", "1");
+  ScopedEnv file("TESSERA_TUNER_FILE", nullptr);
+  ScopedEnv algo("TESSERA_ALGO", nullptr);
+  ScopedEnv proto("TESSERA_PROTO", nullptr);
+  ScopedEnv det("TESSERA_DETERMINISTIC", nullptr);
+  ScopedEnv noAlgo("NCCL_ALGO", nullptr);  // this machine's own NCCL settings must not apply
+  ScopedEnv noProto("NCCL_PROTO", nullptr);
+  Tuner t;
+  {
+    ScopedEnv ncclProto("NCCL_PROTO", "LL128");
+    EXPECT_EQ(Tuner::fromEnv(&t), tsrInvalidArgument);
+    EXPECT_STREQ(lastErrorMessage(),
+                 "NCCL_PROTO=LL128 leaves no protocol tessera has (Simple, LL)");
+  }
+  {
+    ScopedEnv ncclAlgo("NCCL_ALGO", "NVLS");
+    EXPECT_EQ(Tuner::fromEnv(&t), tsrInvalidArgument);
+    EXPECT_EQ(std::string(lastErrorMessage()).rfind("NCCL_ALGO=NVLS: unknown algorithm", 0), 0u)
+        << lastErrorMessage();
+  }
+  // Family names are tessera's (NCCL_ALGO=Ring works; NCCL-only ones are refused, as above).
+  ScopedEnv ncclAlgo("NCCL_ALGO", "OneShot");
+  ScopedEnv ncclProto("NCCL_PROTO", "^LL128");
+  ASSERT_EQ(Tuner::fromEnv(&t), tsrSuccess) << lastErrorMessage();
+  TuneInput in;
+  in.bytes = size_t{64} << 20;
+  in.nranks = 4;
+  TuneChoice out;
+  ASSERT_EQ(t.choose(in, &out), tsrSuccess) << lastErrorMessage();
+  EXPECT_EQ(out.algorithm, "oneshot");  // far slower than ring at 64 MiB: only NCCL_ALGO allows it
+  // TESSERA_ALGO wins over NCCL_ALGO.
+  ScopedEnv own("TESSERA_ALGO", "ring,oneshot");
+  ASSERT_EQ(Tuner::fromEnv(&t), tsrSuccess) << lastErrorMessage();
+  ASSERT_EQ(t.choose(in, &out), tsrSuccess) << lastErrorMessage();
+  EXPECT_EQ(out.algorithm, "ring");
+}
+
 TEST(TunerLog, EachChoiceLogsOneLineWithEveryCandidate) {
   std::string path = tempPath("log");
   std::remove(path.c_str());
