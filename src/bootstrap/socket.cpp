@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -165,13 +166,54 @@ Result pickBootstrapAddress(SocketAddress* address, std::string* ifname) {
   if (best == nullptr)
     return TSR_FAIL(
         tsrInvalidArgument,
-        "no network interface for the TCP bootstrap: TESSERA_SOCKET_IFNAME='%s' and "
-        "TESSERA_SOCKET_FAMILY=%s match no interface that is up (interfaces that are up "
-        "with an address: %s)",
-        spec.c_str(), familyName.c_str(), seen.c_str());
+        "no network interface for the TCP bootstrap: %s='%s' and %s=%s match no interface that "
+        "is up (interfaces that are up with an address: %s)",
+        envSourceName("TESSERA_SOCKET_IFNAME"), spec.c_str(),
+        envSourceName("TESSERA_SOCKET_FAMILY"), familyName.c_str(), seen.c_str());
   *address = best->address;
   *ifname = best->name;
   return tsrSuccess;
+}
+
+bool resolveHostPort(const std::string& text, SocketAddress* address, std::string* why) {
+  size_t colon = text.rfind(':');
+  std::string host = colon == std::string::npos ? "" : text.substr(0, colon);
+  std::string port = colon == std::string::npos ? "" : text.substr(colon + 1);
+  const bool bracketed = host.size() >= 2 && host.front() == '[' && host.back() == ']';
+  if (bracketed)
+    host = host.substr(1, host.size() - 2);
+  else if (host.find_first_of("[]:") != std::string::npos)
+    host.clear();  // an IPv6 address without brackets: its last group would read as the port
+  const bool portOk = !port.empty() && port.size() <= 5 &&
+                      port.find_first_not_of("0123456789") == std::string::npos &&
+                      std::stoi(port) >= 1 && std::stoi(port) <= 65535;
+  if (host.empty() || !portOk) {
+    *why = "expected host:port or [ipv6]:port with a port in [1, 65535]";
+    return false;
+  }
+  addrinfo hints{};
+  hints.ai_family = bracketed ? AF_INET6 : AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* list = nullptr;
+  int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &list);
+  if (rc != 0) {
+    *why = strprintf("cannot resolve '%s': %s", host.c_str(), gai_strerror(rc));
+    return false;
+  }
+  const addrinfo* best = nullptr;
+  for (const addrinfo* a = list; a != nullptr; a = a->ai_next) {
+    if (a->ai_family != AF_INET && a->ai_family != AF_INET6) continue;
+    if (best == nullptr || (a->ai_family == AF_INET && best->ai_family != AF_INET)) best = a;
+  }
+  if (best != nullptr) {
+    *address = SocketAddress();
+    std::memcpy(&address->storage, best->ai_addr, best->ai_addrlen);
+    address->length = best->ai_addrlen;
+  }
+  freeaddrinfo(list);
+  if (best == nullptr) *why = strprintf("'%s' has no IPv4 or IPv6 address", host.c_str());
+  return best != nullptr;
 }
 
 Result listenOn(const SocketAddress& address, int* fd, SocketAddress* bound) {

@@ -46,7 +46,13 @@ bool ifnameMatches(const IfnameFilter& filter, const std::string& ifname);
 // TESSERA_SOCKET_FAMILY (AUTO prefers IPv4; IPv6 link-local addresses are skipped). Port 0.
 Result pickBootstrapAddress(SocketAddress* address, std::string* ifname);
 
-// A non-blocking listening socket on `address` (port 0: any); `bound` gets the real port.
+// "host:port" or "[ipv6]:port" (TESSERA_COMM_ID's syntax): the host is a name or a numeric
+// address (a name resolving to IPv4 and IPv6 addresses gives the IPv4 one). false with `why`
+// when the syntax is wrong or the name does not resolve. A name may wait for DNS.
+bool resolveHostPort(const std::string& text, SocketAddress* address, std::string* why);
+
+// A non-blocking listening socket on `address` (port 0: any; SO_REUSEADDR, so that a port whose
+// last connections are in TIME_WAIT can be listened on again); `bound` gets the real port.
 Result listenOn(const SocketAddress& address, int* fd, SocketAddress* bound);
 
 // How a socket call ended. kWoken: `wakeFd` became readable (an abort).

@@ -29,6 +29,12 @@ namespace tessera {
 // Starts a root in this process (TESSERA_SOCKET_IFNAME / TESSERA_SOCKET_FAMILY pick its
 // address) and describes it in `id`. The id serves one communicator.
 Result createUniqueId(tsrUniqueId* id);
+// tsrGetUniqueId's id. With TESSERA_COMM_ID (or NCCL_COMM_ID through its alias) set: an id naming
+// that address, the same in every process that calls it (its nonce is a hash of the value), and
+// no root: rank 0 starts it in TcpBootstrap::create. Otherwise createUniqueId's. Ids made inside
+// tessera (split children) use createUniqueId: one fixed address cannot serve communicators
+// forming at the same time.
+Result createUserUniqueId(tsrUniqueId* id);
 
 class TcpBootstrap final : public Bootstrap {
  public:

@@ -12,6 +12,7 @@
 #include "bootstrap/tcp_bootstrap.hpp"
 #include "bootstrap/tcp_root.hpp"
 #include "bootstrap/unique_id.hpp"
+#include "core/env.hpp"
 #include "core/hash.hpp"
 #include "tessera/version.h"
 
@@ -43,8 +44,10 @@ const char* ioWhy(Io io, int err) {
   }
 }
 
+// rootAtRank0 (TESSERA_COMM_ID): nothing listens until rank 0 joins, which may be long after
+// this rank, so refusals are waited out until the deadline.
 Result connectRoot(const SocketAddress& root, const Deadline& deadline, int cancelFd,
-                   const char* me, int* fd) {
+                   const char* me, bool rootAtRank0, int* fd) {
   Clock::time_point firstRefusal{};
   bool refused = false;
   for (;;) {
@@ -63,7 +66,13 @@ Result connectRoot(const SocketAddress& root, const Deadline& deadline, int canc
     auto now = Clock::now();
     if (!refused) firstRefusal = now, refused = true;
     double refusedFor = std::chrono::duration<double>(now - firstRefusal).count();
-    if (refusedFor >= kRefusedPatienceSeconds || deadline.remainingSeconds() < 0.05)
+    if (rootAtRank0 && deadline.remainingSeconds() < 0.05)
+      return TSR_FAIL(tsrTimeout,
+                      "%s: nothing listened at %s for %.1f s: rank 0 starts the bootstrap root "
+                      "there (TESSERA_COMM_ID / NCCL_COMM_ID) when it joins; did it?",
+                      me, root.str().c_str(), refusedFor);
+    if (!rootAtRank0 &&
+        (refusedFor >= kRefusedPatienceSeconds || deadline.remainingSeconds() < 0.05))
       return TSR_FAIL(tsrRemoteError,
                       "%s: nothing listens at %s, the bootstrap root of this unique id (refused "
                       "for %.1f s): the process that created the id exited, or a complete set "
@@ -82,6 +91,28 @@ Result connectRoot(const SocketAddress& root, const Deadline& deadline, int canc
 }
 
 }  // namespace
+
+Result createUserUniqueId(tsrUniqueId* id) {
+  if (id == nullptr) return TSR_FAIL(tsrInvalidArgument, "createUserUniqueId: null id pointer");
+  std::string commId;
+  TSR_CHECK(envString("TESSERA_COMM_ID", &commId));
+  if (commId.empty()) return createUniqueId(id);
+  const char* var = envSourceName("TESSERA_COMM_ID");
+  UniqueIdContents contents;
+  std::string why;
+  if (!resolveHostPort(commId, &contents.root, &why))
+    return TSR_FAIL(tsrInvalidArgument, "%s=%s: %s", var, commId.c_str(), why.c_str());
+  contents.version = TESSERA_VERSION_CODE;
+  // Every process that calls this must make the same id without talking to the others: the
+  // nonce comes from the value, not from chance.
+  contents.nonce = fnv1a64(commId.data(), commId.size());
+  if (contents.nonce == 0) contents.nonce = 1;
+  contents.rootAtRank0 = true;
+  TSR_INFO("unique id from %s=%s: root %s, started by rank 0 when it joins", var, commId.c_str(),
+           contents.root.str().c_str());
+  encodeUniqueId(contents, id);
+  return tsrSuccess;
+}
 
 Result createUniqueId(tsrUniqueId* id) {
   if (id == nullptr) return TSR_FAIL(tsrInvalidArgument, "createUniqueId: null id pointer");
@@ -115,9 +146,20 @@ Result TcpBootstrap::create(const tsrUniqueId& id, int rank, int nranks,
   Deadline deadline = Deadline::after(timeout);
   const std::string root = contents.root.str();
 
+  if (contents.rootAtRank0 && rank == 0) {
+    // TESSERA_COMM_ID: the id was made without a root; rank 0 runs it, here, for as long as a
+    // rank waits. The previous communicator's root at this address stopped listening before
+    // its ranks got their table, so the port is free again (listenOn sets SO_REUSEADDR).
+    SocketAddress bound;
+    if (Result r = startTcpRoot(contents.root, contents.nonce, contents.version, timeout, &bound);
+        r != tsrSuccess)
+      return addContext(r, "%s: starting the bootstrap root at %s (TESSERA_COMM_ID / NCCL_COMM_ID)",
+                        me.c_str(), root.c_str());
+  }
   FdGuard rootFd;
   const int cancelFd = options.cancelFd;
-  TSR_CHECK(connectRoot(contents.root, deadline, cancelFd, me.c_str(), &rootFd.fd));
+  TSR_CHECK(
+      connectRoot(contents.root, deadline, cancelFd, me.c_str(), contents.rootAtRank0, &rootFd.fd));
   // Peers reach this rank on the interface that reaches the root.
   SocketAddress local, listening;
   if (!localAddress(rootFd.fd, &local))

@@ -214,6 +214,10 @@ void readHellos(RootState& s, const std::vector<pollfd>& polled) {
 void serve(RootState& s) {
   for (;;) {
     if (s.failure.empty() && s.nranks > 0 && s.arrived == s.nranks) {
+      // Stop listening before any rank has its table: with a fixed address (TESSERA_COMM_ID)
+      // the ranks' next communicator uses this port, and its ranks must be refused (they retry)
+      // until its own root listens, not queued here, nor keep its rank 0 from listening.
+      closeFd(&s.listenFd);
       sendTable(s);
       break;
     }

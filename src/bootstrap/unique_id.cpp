@@ -12,11 +12,13 @@ static_assert(std::endian::native == std::endian::little, "the wire formats assu
 
 constexpr size_t kOffMagic = 0;
 constexpr size_t kOffFormat = 4;
+constexpr size_t kOffFlags = 6;
 constexpr size_t kOffVersion = 8;
 constexpr size_t kOffNonce = 16;
 constexpr size_t kOffAddress = 24;
 constexpr size_t kOffChecksum = TSR_UNIQUE_ID_BYTES - 8;
 static_assert(kOffAddress + kWireAddressBytes <= kOffChecksum);
+constexpr uint16_t kFlagRootAtRank0 = 1;
 
 template <typename T>
 T load(const char* p) {
@@ -34,6 +36,7 @@ void encodeUniqueId(const UniqueIdContents& c, tsrUniqueId* id) {
   std::memset(id->internal, 0, sizeof(id->internal));
   store<uint32_t>(id->internal + kOffMagic, kUniqueIdMagic);
   store<uint16_t>(id->internal + kOffFormat, kUniqueIdFormat);
+  store<uint16_t>(id->internal + kOffFlags, c.rootAtRank0 ? kFlagRootAtRank0 : 0);
   store<uint32_t>(id->internal + kOffVersion, c.version);
   store<uint64_t>(id->internal + kOffNonce, c.nonce);
   encodeAddress(c.root, reinterpret_cast<uint8_t*>(id->internal + kOffAddress));
@@ -58,6 +61,7 @@ Result decodeUniqueId(const tsrUniqueId& id, UniqueIdContents* c) {
                     format, kUniqueIdFormat);
   c->version = load<uint32_t>(p + kOffVersion);
   c->nonce = load<uint64_t>(p + kOffNonce);
+  c->rootAtRank0 = (load<uint16_t>(p + kOffFlags) & kFlagRootAtRank0) != 0;
   if (!decodeAddress(reinterpret_cast<const uint8_t*>(p + kOffAddress), &c->root))
     return TSR_FAIL(tsrInvalidArgument, "%s: it holds no valid root address", kWhat);
   return tsrSuccess;

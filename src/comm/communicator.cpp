@@ -30,7 +30,7 @@ Communicator::~Communicator() = default;
 tsrResult_t Communicator::getUniqueId(tsrUniqueId* id) {
   if (id == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrGetUniqueId: uniqueId is NULL");
   TSR_CHECK(envValidateAll());
-  return createUniqueId(id);
+  return createUserUniqueId(id);
 }
 
 tsrResult_t Communicator::initRank(int nranks, const tsrUniqueId& id, int rank,
