@@ -293,6 +293,46 @@ Result EngineImpl::choose(Collective c, size_t bytes, int root, Staging staging,
   return tsrSuccess;
 }
 
+Result EngineImpl::predictUs(const CollCall& call, bool onDevice, double* us) {
+  *us = tuner_.params().callOverheadUs;
+  if (call.count == 0 || nranks_ == 1) return tsrSuccess;
+  TuneInput in;
+  in.collective = call.collective;
+  in.bytes = callBytes(call, nranks_);
+  in.nranks = nranks_;
+  in.root = collectiveHasRoot(call.collective) ? call.root : 0;
+  in.hostOf = options_.hostOf;
+  if (in.hostOf.empty()) in.hostOf.assign(static_cast<size_t>(nranks_), 0);
+  in.intraHost = intraHost_;  // the tuner's defaults until the first collective agreed
+  in.interHost = interHost_;
+  in.deterministic = tuner_.deterministicDefault();
+  in.deviceExecutor = onDevice;
+  TuneChoice choice;
+  TSR_CHECK(tuner_.choose(in, &choice));
+  *us = choice.predictedUs;
+  return tsrSuccess;
+}
+
+Result EngineImpl::predictP2PUs(const P2PCall& call, double* us) {
+  const TunerParams& p = tuner_.params();
+  *us = p.callOverheadUs;
+  if (call.count == 0) return tsrSuccess;
+  if (call.peer < 0 || call.peer >= nranks_)
+    return TSR_FAIL(tsrInvalidArgument, "rank %d: peer %d is outside [0, %d)", rank_, call.peer,
+                    nranks_);
+  TransportKind kind = TransportKind::kInproc;
+  if (call.peer != rank_) {
+    const std::vector<int>& hostOf = options_.hostOf;
+    bool sameHost = hostOf.empty() ||
+                    hostOf[static_cast<size_t>(call.peer)] == hostOf[static_cast<size_t>(rank_)];
+    kind = sameHost ? intraHost_ : interHost_;
+  }
+  const LinkModel& link = p.links[static_cast<size_t>(kind)];
+  double bytes = static_cast<double>(call.count * dtypeSize(call.dtype));
+  *us += link.alphaUs + bytes / (link.betaGBs * 1e3);  // GB/s is 1e3 bytes per microsecond
+  return tsrSuccess;
+}
+
 Result EngineImpl::overridePlan(const CollCall& call, bool zeroCopy, BoundPlan** out) {
   *out = nullptr;
   int root = collectiveHasRoot(call.collective) ? call.root : 0;

@@ -120,6 +120,12 @@ class CollectiveEngine {
   virtual Result deregisterBuffer(void* handle) = 0;
 
   virtual Tuner& tuner() = 0;
+  // The tuner's estimate of a call, in microseconds, without running it or talking to a peer
+  // (tsrGroupSimulateEnd): a collective as the family the tuner would pick for it (LL included
+  // on device buffers), a send or receive as one step plus its bytes over the link to its peer.
+  // Before the first collective agreed on the transports, the tuner's defaults stand in.
+  virtual Result predictUs(const CollCall& call, bool onDevice, double* us) = 0;
+  virtual Result predictP2PUs(const P2PCall& call, double* us) = 0;
 
   // ---- the device executor (collectives/exec/device, DESIGN.md "Executors") ----
   // Enqueues a collective on device buffers (host buffers under deviceEmulation), ordered on

@@ -230,6 +230,8 @@ class EngineImpl final : public CollectiveEngine {
   Result registerBuffer(void* ptr, size_t bytes, void** handle) override;
   Result deregisterBuffer(void* handle) override;
   Tuner& tuner() override { return tuner_; }
+  Result predictUs(const CollCall& call, bool onDevice, double* us) override;
+  Result predictP2PUs(const P2PCall& call, double* us) override;
   // device_engine.cpp
   Result enqueue(const CollCall& call, void* stream) override;
   Result enqueueP2P(const std::vector<P2PCall>& calls, void* stream) override;

@@ -221,6 +221,12 @@ TSR_API tsrResult_t tsrRecv(void* recvbuff, size_t count, tsrDataType_t datatype
  * do not deadlock. Errors of queued calls are returned by tsrGroupEnd. */
 TSR_API tsrResult_t tsrGroupStart(void);
 TSR_API tsrResult_t tsrGroupEnd(void);
+/* Ends the outermost group without running any of its calls (as ncclGroupSimulateEnd) and gives
+ * the tuner's estimate of the time they would take, in microseconds: a communicator's collectives
+ * one after another, its sends and receives together, communicators side by side. Local: it
+ * talks to no peer (before a communicator's first collective, the tuner's default transports
+ * stand in for the agreed ones). */
+TSR_API tsrResult_t tsrGroupSimulateEnd(double* estimatedTimeUs);
 
 /* Zero-copy: a registered buffer may be read and written by peers directly, so collectives on it
  * skip the staging copies. Local (not collective). The handle is released by tsrCommDeregister,

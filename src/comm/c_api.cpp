@@ -246,6 +246,11 @@ TSR_API tsrResult_t tsrGroupEnd(void) {
   return guarded("tsrGroupEnd", [&]() -> tsrResult_t { return Communicator::groupEnd(); });
 }
 
+TSR_API tsrResult_t tsrGroupSimulateEnd(double* estimatedTimeUs) {
+  return guarded("tsrGroupSimulateEnd",
+                 [&]() -> tsrResult_t { return tessera::groupSimulateEnd(estimatedTimeUs); });
+}
+
 TSR_API tsrResult_t tsrCommRegister(const tsrComm_t comm, void* buff, size_t size, void** handle) {
   return guarded("tsrCommRegister", [&]() -> tsrResult_t {
     TSR_LOOKUP(comm, "tsrCommRegister", c);

@@ -191,4 +191,54 @@ Result groupEnd() {
   return runCalls(calls);
 }
 
+Result groupSimulateEnd(double* estimatedUs) {
+  if (estimatedUs == nullptr)
+    return TSR_FAIL(tsrInvalidArgument, "tsrGroupSimulateEnd: estimatedTimeUs is NULL");
+  if (tGroup.depth == 0)
+    return TSR_FAIL(tsrInvalidUsage,
+                    "tsrGroupSimulateEnd: no tsrGroupStart is open on this thread");
+  if (tGroup.depth > 1)
+    return TSR_FAIL(tsrInvalidUsage,
+                    "tsrGroupSimulateEnd: it ends the outermost group only (%d groups are open: "
+                    "close the inner ones with tsrGroupEnd)",
+                    tGroup.depth);
+  // The group is over whatever happens next, and none of its calls runs.
+  tGroup.depth = 0;
+  std::vector<PendingCall> calls = std::move(tGroup.calls);
+  tGroup.calls.clear();
+  Result error = tGroup.error;
+  std::string errorText = std::move(tGroup.errorText);
+  tGroup.error = tsrSuccess;
+  tGroup.errorText.clear();
+  if (error != tsrSuccess)
+    return TSR_FAIL(error, "tsrGroupSimulateEnd: one of the group's calls failed: %s",
+                    errorText.c_str());
+  // A communicator's collectives run one after another; its sends and receives together (the
+  // slowest counts); different communicators at the same time (the slowest counts).
+  struct PerComm {
+    CommImpl* comm;
+    double colls = 0, p2p = 0;
+  };
+  std::vector<PerComm> per;
+  for (const PendingCall& c : calls) {
+    auto it = std::find_if(per.begin(), per.end(),
+                           [&](const PerComm& p) { return p.comm == c.comm.get(); });
+    if (it == per.end()) it = per.insert(per.end(), PerComm{c.comm.get()});
+    CollectiveEngine* engine = nullptr;
+    TSR_CHECK(c.comm->collectives(&engine));
+    double us = 0;
+    if (c.isP2P) {
+      TSR_CHECK(engine->predictP2PUs(c.p2p, &us));
+      it->p2p = std::max(it->p2p, us);
+    } else {
+      TSR_CHECK(engine->predictUs(c.coll, c.onDevice, &us));
+      it->colls += us;
+    }
+  }
+  double total = 0;
+  for (const PerComm& p : per) total = std::max(total, p.colls + p.p2p);
+  *estimatedUs = total;
+  return tsrSuccess;
+}
+
 }  // namespace tessera

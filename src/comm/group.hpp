@@ -46,5 +46,8 @@ Result noteCallError(Result code);
 
 Result groupStart();
 Result groupEnd();
+// Ends the outermost group without running its calls; *estimatedUs: the tuner's estimate of
+// what running them would take (CollectiveEngine::predictUs).
+Result groupSimulateEnd(double* estimatedUs);
 
 }  // namespace tessera

@@ -240,6 +240,60 @@ TEST(ApiGroup, FailedCallFailsItsGroupAndNothingRuns) {
   EXPECT_EQ(out1, std::vector<float>(100, 2.0f));
 }
 
+// tsrGroupSimulateEnd closes the group without running anything and prices it with the tuner: a
+// larger message costs more, two collectives of one communicator cost their sum, two
+// communicators side by side the slower one; a send costs its link's latency and bytes.
+TEST(ApiGroup, SimulateEndEstimatesAndRunsNothing) {
+  setTestEnvironment();
+  ThreadComms comms(2);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  ThreadComms others(2);
+  ASSERT_TRUE(others.ok()) << others.error();
+  std::vector<float> in(1 << 20, 1.0f), out(1 << 20, -7.0f);
+  auto simulate = [&](const std::vector<std::pair<tsrComm_t, size_t>>& calls) {
+    double us = -1;
+    EXPECT_EQ(tsrGroupStart(), tsrSuccess);
+    for (auto [c, count] : calls)
+      EXPECT_EQ(tsrAllReduce(in.data(), out.data(), count, tsrFloat32, tsrSum, c, nullptr),
+                tsrSuccess);
+    EXPECT_EQ(tsrGroupSimulateEnd(&us), tsrSuccess) << tsrGetLastError(nullptr);
+    return us;
+  };
+  const double small = simulate({{comms[0], 256}});
+  const double large = simulate({{comms[0], size_t{1} << 20}});
+  EXPECT_GT(small, 0);
+  EXPECT_GT(large, small);
+  EXPECT_NEAR(simulate({{comms[0], 256}, {comms[0], size_t{1} << 20}}), small + large,
+              1e-9 * large);
+  EXPECT_NEAR(simulate({{comms[0], 256}, {others[0], size_t{1} << 20}}), large, 1e-9 * large);
+  EXPECT_EQ(out, std::vector<float>(1 << 20, -7.0f));  // nothing ran
+  EXPECT_EQ(tsrGroupEnd(), tsrInvalidUsage);           // the group is closed
+
+  double send = -1;
+  ASSERT_EQ(tsrGroupStart(), tsrSuccess);
+  ASSERT_EQ(tsrSend(in.data(), 1 << 20, tsrFloat32, 1, comms[0], nullptr), tsrSuccess);
+  ASSERT_EQ(tsrGroupSimulateEnd(&send), tsrSuccess) << tsrGetLastError(nullptr);
+  EXPECT_GT(send, 0);
+
+  // Misuse: no group, a nested group, NULL.
+  double us = 0;
+  EXPECT_EQ(tsrGroupSimulateEnd(&us), tsrInvalidUsage);
+  ASSERT_EQ(tsrGroupStart(), tsrSuccess);
+  EXPECT_EQ(tsrGroupSimulateEnd(nullptr), tsrInvalidArgument);
+  ASSERT_EQ(tsrGroupStart(), tsrSuccess);
+  EXPECT_EQ(tsrGroupSimulateEnd(&us), tsrInvalidUsage);
+  EXPECT_NE(std::strstr(tsrGetLastError(nullptr), "outermost"), nullptr);
+  ASSERT_EQ(tsrGroupEnd(), tsrSuccess);
+  EXPECT_EQ(tsrGroupSimulateEnd(&us), tsrSuccess);
+  // A real group afterwards runs and is right.
+  test::runRanks(2, [&](int r) {
+    std::vector<float> a(100, 1.0f), b(100, 0.0f);
+    EXPECT_EQ(tsrAllReduce(a.data(), b.data(), 100, tsrFloat32, tsrSum, comms[r], nullptr),
+              tsrSuccess);
+    EXPECT_EQ(b, std::vector<float>(100, 2.0f));
+  });
+}
+
 // Buffers from tsrMemAlloc and from malloc, registered before the first collective and after,
 // with calls above TESSERA_ZERO_COPY_MIN_BYTES (so the engine exchanges registrations).
 TEST(ApiRegister, RegisteredBuffersGiveCorrectResults) {
