@@ -27,9 +27,6 @@ constexpr Refusal kRefusals[] = {
     {"ncclCommShrink",
      "tessera has no tsrCommShrink yet (planned with the fault-tolerance work): abort the "
      "communicator and create a new one over the surviving ranks"},
-    {"ncclGroupSimulateEnd",
-     "tessera's tuner cannot yet estimate a queued group; the group is still open: end it with "
-     "ncclGroupEnd"},
     {"ncclCommGetUniqueId", "tessera cannot grow a communicator (ncclCommGrow)"},
     {"ncclCommGrow", "tessera cannot grow a communicator"},
     {"ncclCommMemStats", "tessera does not report per-communicator memory statistics"},

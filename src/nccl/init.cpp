@@ -177,6 +177,24 @@ ncclResult_t finishInit(ncclComm* c) {
   return ready(c, "ncclGroupEnd");
 }
 
+// The outermost group ended: inits started in it complete here for blocking communicators;
+// non-blocking ones are left running and the group says ncclInProgress.
+ncclResult_t finishGroupInits(ncclResult_t r) {
+  std::vector<ncclComm*> inits = std::move(tGroup.inits);
+  tGroup.inits.clear();
+  bool pending = false;
+  for (ncclComm* c : inits) {
+    if (!c->blocking) {
+      pending = true;
+      continue;
+    }
+    ncclResult_t ri = finishInit(c);
+    if (ri != ncclSuccess && r == ncclSuccess) r = ri;
+  }
+  if (r == ncclSuccess && pending) return ncclInProgress;
+  return r;
+}
+
 }  // namespace
 
 bool inGroup() { return tGroup.depth > 0; }
@@ -390,21 +408,29 @@ ncclResult_t ncclGroupEnd() {
   --tGroup.depth;
   ncclResult_t r = fromTsr(tsrGroupEnd(), "ncclGroupEnd");
   if (tGroup.depth > 0) return r;
-  // The outermost end: inits started in the group complete here for blocking communicators;
-  // non-blocking ones are left running and the group says ncclInProgress.
-  std::vector<ncclComm*> inits = std::move(tGroup.inits);
-  tGroup.inits.clear();
-  bool pending = false;
-  for (ncclComm* c : inits) {
-    if (!c->blocking) {
-      pending = true;
-      continue;
-    }
-    ncclResult_t ri = finishInit(c);
-    if (ri != ncclSuccess && r == ncclSuccess) r = ri;
-  }
-  if (r == ncclSuccess && pending) return ncclInProgress;
-  return r;
+  return finishGroupInits(r);
+}
+
+// Ends the outermost group without running its calls; the estimate is tessera's tuner's
+// (microseconds), NCCL's unit for estimatedTime.
+ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  const char* api = "ncclGroupSimulateEnd";
+  constexpr unsigned kSimInfoMagic = 0x74685283;
+  if (simInfo != nullptr &&
+      (simInfo->magic != kSimInfoMagic ||
+       simInfo->size < offsetof(ncclSimInfo_t, estimatedTime) + sizeof(float)))
+    return fail(ncclInvalidArgument,
+                "%s: the ncclSimInfo_t has magic 0x%08x and size %zu: initialize it with "
+                "NCCL_SIM_INFO_INITIALIZER",
+                api, simInfo->magic, simInfo->size);
+  if (tGroup.depth != 1)
+    return fail(ncclInvalidUsage, "%s: it ends the outermost group only (%d groups are open)", api,
+                tGroup.depth);
+  double us = 0;
+  ncclResult_t r = fromTsr(tsrGroupSimulateEnd(&us), api);
+  tGroup.depth = 0;
+  if (r == ncclSuccess && simInfo != nullptr) simInfo->estimatedTime = static_cast<float>(us);
+  return finishGroupInits(r);
 }
 
 }  // extern "C"

@@ -236,6 +236,29 @@ TEST_F(NcclThreads, GroupedSendRecvRing) {
   });
 }
 
+// ncclGroupSimulateEnd: the group is priced by tessera's tuner and nothing of it runs.
+TEST_F(NcclThreads, GroupSimulateEndEstimatesAndRunsNothing) {
+  std::vector<float> in(1 << 18, 1.0f), out(1 << 18, -3.0f);
+  auto simulate = [&](size_t count) {
+    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+    EXPECT_EQ(ncclGroupStart(), ncclSuccess);
+    EXPECT_EQ(ncclAllReduce(in.data(), out.data(), count, ncclFloat32, ncclSum, comms_[0], nullptr),
+              ncclSuccess);
+    EXPECT_EQ(ncclGroupSimulateEnd(&info), ncclSuccess) << ncclGetLastError(nullptr);
+    return info.estimatedTime;
+  };
+  float small = simulate(64), large = simulate(1 << 18);
+  EXPECT_GT(small, 0.0f);
+  EXPECT_GT(large, small);
+  EXPECT_EQ(out, std::vector<float>(1 << 18, -3.0f));
+  EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage);  // closed by the simulation
+  ncclSimInfo_t bad = NCCL_SIM_INFO_INITIALIZER;
+  bad.magic = 1;
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(ncclGroupSimulateEnd(&bad), ncclInvalidArgument);
+  EXPECT_EQ(ncclGroupSimulateEnd(nullptr), ncclSuccess);
+}
+
 TEST_F(NcclThreads, PreMulSumScalesTheSum) {
   const size_t count = 100;
   onRanks(comms_, [&](int r, ncclComm_t comm) {
