@@ -14,6 +14,12 @@ echo "SONAME: $soname"
 exported=$(nm -D --defined-only "$lib" | awk '$2 ~ /^[TtWiA]$/ {print $3}' | sort -u)
 declared=$(grep -oE '^[[:space:]]*(ncclResult_t|const char ?\*|void)[[:space:]]+nccl[A-Za-z0-9_]+[[:space:]]*\(' "$header" \
            | sed -E 's/^[[:space:]]*(ncclResult_t|const char ?\*|void)[[:space:]]+//; s/[[:space:]]*\($//' | sort -u)
+# The host functions of NCCL's device API, declared in the nccl_device headers beside nccl.h.
+devdir=$(dirname "$header")/nccl_device
+if [[ -d "$devdir" ]]; then
+  declared=$( (echo "$declared"; grep -hoE 'NCCL_EXTERN_C __host__ [A-Za-z_]+\*? +nccl[A-Za-z0-9_]+' "$devdir"/*.h \
+               | grep -oE 'nccl[A-Za-z0-9_]+$') | sort -u)
+fi
 ndecl=$(echo "$declared" | wc -l)
 missing=0
 for f in $declared; do
@@ -21,7 +27,7 @@ for f in $declared; do
     if ! grep -qx "$name" <<<"$exported"; then echo "FAIL: $name (declared in $header) is not exported"; missing=$((missing + 1)); fi
   done
 done
-echo "nccl.h: $ndecl functions declared; missing exports: $missing"
+echo "nccl.h and nccl_device/: $ndecl functions declared; missing exports: $missing"
 [[ $missing -eq 0 ]] || fail=1
 
 if [[ -n "$torch" ]]; then
