@@ -19,8 +19,9 @@
 # device, bf16, M = N = 8192, K = 2048 per rank): fused / (cuBLAS GEMM + tessera reduce-scatter)
 # and the overlap efficiency on 4 ranks, the fused GEMM beside cuBLAS on 1 rank, and the M sweep
 # (128 to 16384) as JSON. Then the PyTorch backend's CUDA tests and a short CUDA-tensor
-# torch_bench.py run, where python3 has torch with CUDA. Keep it under ten minutes on an
-# H100/H200-class GPU.
+# torch_bench.py run, where python3 has torch with CUDA; then the NCCL drop-in (its tests,
+# nccl-tests' all_reduce_perf over it from a carried .nccl-tests/, ProcessGroupNCCL preloaded).
+# Keep it under ten minutes on an H100/H200-class GPU.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${BUILD_DIR:-$ROOT/build-gpu}"
@@ -236,6 +237,50 @@ else
 fi
 keep "$BUILD/torch.log" "$BUILD/torch_cuda.json"
 
+# The NCCL drop-in (README, "NCCL drop-in") where configure built it: its tests, nccl-tests'
+# all_reduce_perf built against it from a source folder carried with the call (default
+# .nccl-tests/, a clone of github.com/NVIDIA/nccl-tests; never committed), and PyTorch's
+# ProcessGroupNCCL with the drop-in preloaded.
+step "NCCL drop-in: its tests, nccl-tests, ProcessGroupNCCL"
+nccl_rc=0
+NCCL_TESTS_DIR="${NCCL_TESTS_DIR:-$ROOT/.nccl-tests}"
+if cmake --build "$BUILD" --target tessera_nccl test_nccl_threads >"$BUILD/nccl.log" 2>&1; then
+  SHIM="$BUILD/nccl/libnccl.so.2"
+  (cd "$BUILD" && timeout -k 10 300 ctest -L nccl --timeout 120) >>"$BUILD/nccl.log" 2>&1 || nccl_rc=1
+  if [[ -d "$NCCL_TESTS_DIR/src" ]]; then
+    # nvcc puts the toolkit's library folder (which may hold NVIDIA's libnccl) first: link through
+    # a folder holding only the drop-in and cudart.
+    home="$BUILD/nccl-home"
+    mkdir -p "$home/lib"
+    cuda_home=$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")
+    ln -sfn "$(cat "$BUILD/nccl/include_dir.txt")" "$home/include"  # the nccl.h the shim used
+    ln -sf "$SHIM" "$home/lib/libnccl.so"
+    ln -sf "$cuda_home/lib64/libcudart.so" "$home/lib/libcudart.so"
+    if make -C "$NCCL_TESTS_DIR" -j"$(nproc)" NCCL_HOME="$home" CUDA_HOME="$cuda_home" \
+        CUDA_LIB="$home/lib" NVCC_GENCODE="-gencode=arch=compute_90,code=sm_90" \
+        BUILDDIR="$BUILD/nccl-tests" >>"$BUILD/nccl.log" 2>&1; then
+      for t in 1 2 4; do
+        LD_LIBRARY_PATH="$BUILD/nccl:$LD_LIBRARY_PATH" NCCL_DEBUG=VERSION timeout -k 10 120 \
+          "$BUILD/nccl-tests/all_reduce_perf" -b 8 -e 256M -f 4 -g 1 -t "$t" \
+          >>"$BUILD/nccl.log" 2>&1 || nccl_rc=1
+      done
+    else
+      echo "nccl-tests did not build against the drop-in" >>"$BUILD/nccl.log"
+      nccl_rc=1
+    fi
+  else
+    echo "skipped nccl-tests: no $NCCL_TESTS_DIR (carry a clone of NVIDIA/nccl-tests)" >>"$BUILD/nccl.log"
+  fi
+  if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    LD_PRELOAD="$SHIM" timeout -k 10 180 python3 "$ROOT/tests/nccl/torch_pg_nccl.py" 2 \
+      >>"$BUILD/nccl.log" 2>&1 || nccl_rc=1
+  fi
+else
+  echo "skipped: configure did not build the NCCL drop-in (see its summary)" >>"$BUILD/nccl.log"
+fi
+tail -80 "$BUILD/nccl.log"
+keep "$BUILD/nccl.log"
+
 step "bootstrap smoke benchmark (4 ranks)"
 timeout -k 10 120 "$BUILD/perf/bootstrap_perf" -n 4 -i 10
 
@@ -250,5 +295,5 @@ if cmake --build "$BUILD" --parallel "$(nproc)"; then
 fi
 keep "$BUILD/unit.log"
 
-step "done: gpu tests rc=$gpu_rc, bandwidth rc=$bw_rc, device figures rc=$fig_rc, torch rc=$torch_rc, unit tests rc=$unit_rc"
-[[ $gpu_rc -eq 0 && $bw_rc -eq 0 && $fig_rc -eq 0 && $torch_rc -eq 0 && $unit_rc -eq 0 ]]
+step "done: gpu tests rc=$gpu_rc, bandwidth rc=$bw_rc, device figures rc=$fig_rc, torch rc=$torch_rc, nccl rc=$nccl_rc, unit tests rc=$unit_rc"
+[[ $gpu_rc -eq 0 && $bw_rc -eq 0 && $fig_rc -eq 0 && $torch_rc -eq 0 && $nccl_rc -eq 0 && $unit_rc -eq 0 ]]
