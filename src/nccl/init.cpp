@@ -115,12 +115,15 @@ ncclResult_t readConfig(const ncclConfig_t* user, const char* api, tsrConfig_t* 
   return ncclSuccess;
 }
 
-// The communicator is ready: remember its rank and size, attach the fallback.
-ncclResult_t ready(ncclComm* c, const char* api) {
+// The communicator is ready: remember its rank and size; with `fallback`, attach the shadow
+// communicator (a collective of its own: only where every rank is sure to get here on a thread
+// of its own, i.e. a blocking init or split outside a group; not when one thread drives several
+// ranks of a group, nor when a poll of ncclCommGetAsyncError sees a non-blocking init finish).
+ncclResult_t ready(ncclComm* c, const char* api, bool fallback) {
   if (tsrCommUserRank(c->tsr, &c->rank) != tsrSuccess ||
       tsrCommCount(c->tsr, &c->nranks) != tsrSuccess)
     return fromTsr(tsrInternalError, api);
-  return attachFallback(c);
+  return fallback ? attachFallback(c) : ncclSuccess;
 }
 
 ncclResult_t initRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int rank,
@@ -142,7 +145,7 @@ ncclResult_t initRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int r
   c->blocking = blocking;
   tsrResult_t r = tsrCommInitRankConfig(&c->tsr, nranks, tid, rank, &cfg);
   if (r == tsrSuccess) {
-    res = ready(c, api);
+    res = ready(c, api, /*fallback=*/true);
     if (res != ncclSuccess) {
       tsrCommDestroy(c->tsr);
       retire(c);
@@ -174,7 +177,7 @@ ncclResult_t finishInit(ncclComm* c) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   if (async != tsrSuccess) return fromTsr(async, "ncclGroupEnd (a ncclCommInitRank of the group)");
-  return ready(c, "ncclGroupEnd");
+  return ready(c, "ncclGroupEnd", /*fallback=*/false);
 }
 
 // The outermost group ended: inits started in it complete here for blocking communicators;
@@ -289,7 +292,7 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   }
   *newcomm = c;
   if (tr == tsrInProgress) return ncclInProgress;
-  return ready(c, api);
+  return ready(c, api, /*fallback=*/!inGroup());
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
@@ -332,7 +335,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   if (r != ncclSuccess) return r;
   if (async == tsrSuccess && c->rank < 0) {
     // A non-blocking init just finished: the communicator is ready from here on.
-    r = ready(c, api);
+    r = ready(c, api, /*fallback=*/false);
     if (r != ncclSuccess) return r;
   }
   *asyncError = async == tsrSuccess      ? ncclSuccess

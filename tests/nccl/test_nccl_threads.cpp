@@ -570,4 +570,14 @@ TEST(NcclFallback, AsConfigured) {
     }
     EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
   });
+  if (std::strcmp(mode, "self") == 0) return;
+  // One thread creating both ranks inside a group gets no shadow (attaching one is a collective
+  // that thread could not drive for two ranks at once): the group ends, it does not hang.
+  ncclUniqueId gid;
+  ASSERT_EQ(ncclGetUniqueId(&gid), ncclSuccess);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; ++r)
+    ASSERT_EQ(ncclCommInitRank(&comms[static_cast<size_t>(r)], 2, gid, r), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess) << ncclGetLastError(nullptr);
+  destroyAll(comms);
 }
