@@ -133,6 +133,22 @@ Result runCalls(std::vector<PendingCall>& calls) {
   return runOperations(ops, timeout);
 }
 
+// The outermost group ends: its calls move to *calls and a later group starts empty, whatever
+// happens next. A call that failed its checks fails the end, and then nothing of the group runs.
+Result closeGroup(const char* api, std::vector<PendingCall>* calls) {
+  *calls = std::move(tGroup.calls);
+  tGroup.calls.clear();
+  Result error = tGroup.error;
+  std::string errorText = std::move(tGroup.errorText);
+  tGroup.error = tsrSuccess;
+  tGroup.errorText.clear();
+  if (error != tsrSuccess)
+    return TSR_FAIL(error,
+                    "%s: nothing of the group was started because one of its calls failed: %s", api,
+                    errorText.c_str());
+  return tsrSuccess;
+}
+
 }  // namespace
 
 bool inGroup() { return tGroup.depth > 0; }
@@ -175,18 +191,8 @@ Result groupEnd() {
   if (tGroup.depth == 0)
     return TSR_FAIL(tsrInvalidUsage, "tsrGroupEnd: no tsrGroupStart is open on this thread");
   if (--tGroup.depth > 0) return tsrSuccess;
-  // The group is over whatever happens next: a later group starts empty.
-  std::vector<PendingCall> calls = std::move(tGroup.calls);
-  tGroup.calls.clear();
-  Result error = tGroup.error;
-  std::string errorText = std::move(tGroup.errorText);
-  tGroup.error = tsrSuccess;
-  tGroup.errorText.clear();
-  if (error != tsrSuccess)
-    return TSR_FAIL(error,
-                    "tsrGroupEnd: nothing of the group was started because one of its calls "
-                    "failed: %s",
-                    errorText.c_str());
+  std::vector<PendingCall> calls;
+  TSR_CHECK(closeGroup("tsrGroupEnd", &calls));
   if (calls.empty()) return tsrSuccess;
   return runCalls(calls);
 }
@@ -202,17 +208,10 @@ Result groupSimulateEnd(double* estimatedUs) {
                     "tsrGroupSimulateEnd: it ends the outermost group only (%d groups are open: "
                     "close the inner ones with tsrGroupEnd)",
                     tGroup.depth);
-  // The group is over whatever happens next, and none of its calls runs.
+  // None of the group's calls runs.
   tGroup.depth = 0;
-  std::vector<PendingCall> calls = std::move(tGroup.calls);
-  tGroup.calls.clear();
-  Result error = tGroup.error;
-  std::string errorText = std::move(tGroup.errorText);
-  tGroup.error = tsrSuccess;
-  tGroup.errorText.clear();
-  if (error != tsrSuccess)
-    return TSR_FAIL(error, "tsrGroupSimulateEnd: one of the group's calls failed: %s",
-                    errorText.c_str());
+  std::vector<PendingCall> calls;
+  TSR_CHECK(closeGroup("tsrGroupSimulateEnd", &calls));
   // A communicator's collectives run one after another; its sends and receives together (the
   // slowest counts); different communicators at the same time (the slowest counts).
   struct PerComm {

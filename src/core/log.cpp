@@ -21,17 +21,30 @@ struct SubsysEntry {
   Subsys bit;
 };
 constexpr SubsysEntry kSubsysNames[] = {
-    {"INIT", Subsys::kInit},   {"BOOTSTRAP", Subsys::kBootstrap}, {"TOPO", Subsys::kTopo},
-    {"ENV", Subsys::kEnv},     {"COMM", Subsys::kComm},           {"TRANSPORT", Subsys::kTransport},
-    {"COLL", Subsys::kColl},   {"TUNING", Subsys::kTuning},       {"FUSED", Subsys::kFused},
-    {"ALLOC", Subsys::kAlloc}, {"PROXY", Subsys::kProxy},         {"GRAPH", Subsys::kGraph},
+    {"INIT", Subsys::kInit},
+    {"BOOTSTRAP", Subsys::kBootstrap},
+    {"TOPO", Subsys::kTopo},
+    {"ENV", Subsys::kEnv},
+    {"COMM", Subsys::kComm},
+    {"TRANSPORT", Subsys::kTransport},
+    {"COLL", Subsys::kColl},
+    {"TUNING", Subsys::kTuning},
+    {"FUSED", Subsys::kFused},
+    {"ALLOC", Subsys::kAlloc},
+    {"PROXY", Subsys::kProxy},
+    {"GRAPH", Subsys::kGraph},
     {"CUDA", Subsys::kCuda},
     // NCCL's names for what tessera logs under the subsystems above, so that NCCL_DEBUG_SUBSYS
     // (an alias under the NCCL drop-in) takes every value NCCL documents. After the originals:
     // subsysName() prints the first entry of a bit.
-    {"P2P", Subsys::kTransport}, {"SHM", Subsys::kTransport},     {"NET", Subsys::kTransport},
-    {"CALL", Subsys::kComm},     {"RAS", Subsys::kComm},           {"REG", Subsys::kAlloc},
-    {"NVLS", Subsys::kColl},     {"PROFILE", Subsys::kColl},
+    {"P2P", Subsys::kTransport},
+    {"SHM", Subsys::kTransport},
+    {"NET", Subsys::kTransport},
+    {"CALL", Subsys::kComm},
+    {"RAS", Subsys::kComm},
+    {"REG", Subsys::kAlloc},
+    {"NVLS", Subsys::kColl},
+    {"PROFILE", Subsys::kColl},
 };
 
 // The default of TESSERA_DEBUG_SUBSYS, as in NCCL: the subsystems that matter at start-up.

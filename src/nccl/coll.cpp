@@ -50,6 +50,22 @@ ncclResult_t finish(ncclComm* c, tsrResult_t r, const char* api, const Call& cal
   return fromTsr(r, api);
 }
 
+// Gather's and scatter's checks: the root, the datatype, the root's buffer of nranks blocks
+// (`buff`, named `what`); *bytes: one rank's block.
+ncclResult_t rootedBlock(const ncclComm* c, const char* api, int root, ncclDataType_t datatype,
+                         size_t count, const void* buff, const char* what, size_t* bytes) {
+  if (root < 0 || root >= c->nranks)
+    return fail(ncclInvalidArgument, "%s: root %d is outside [0, %d)", api, root, c->nranks);
+  const size_t elem = elemSize(datatype);
+  if (elem == 0)
+    return fail(ncclInvalidArgument, "%s: datatype %d is not an NCCL datatype", api,
+                static_cast<int>(datatype));
+  if (c->rank == root && count > 0 && buff == nullptr)
+    return fail(ncclInvalidArgument, "%s: %s is NULL on the root", api, what);
+  *bytes = count * elem;
+  return ncclSuccess;
+}
+
 #define LOOKUP(api)      \
   ncclComm* c = nullptr; \
   if (ncclResult_t lr = lookup(comm, api, &c); lr != ncclSuccess) return lr
@@ -142,21 +158,16 @@ ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, nccl
                         int root, ncclComm_t comm, cudaStream_t st) {
   const char* api = "ncclGather";
   LOOKUP(api);
-  if (root < 0 || root >= c->nranks)
-    return fail(ncclInvalidArgument, "%s: root %d is outside [0, %d)", api, root, c->nranks);
-  const size_t elem = elemSize(datatype);
-  if (elem == 0)
-    return fail(ncclInvalidArgument, "%s: datatype %d is not an NCCL datatype", api,
-                static_cast<int>(datatype));
-  const size_t bytes = count * elem;
-  if (c->rank == root && count > 0 && recvbuff == nullptr)
-    return fail(ncclInvalidArgument, "%s: recvbuff is NULL on the root", api);
+  size_t bytes = 0;
+  if (ncclResult_t r = rootedBlock(c, api, root, datatype, count, recvbuff, "recvbuff", &bytes);
+      r != ncclSuccess)
+    return r;
   tsrGroupStart();
   tsrResult_t r = tsrSuccess;
   char* out = static_cast<char*>(recvbuff);
   bool inPlace =
       c->rank == root && out != nullptr && sendbuff == out + static_cast<size_t>(root) * bytes;
-  if (!(inPlace && c->rank == root))
+  if (!inPlace)  // in place implies the root
     r = tsrSend(sendbuff, count, dt(datatype), root, c->tsr, stream(st));
   if (c->rank == root)
     for (int p = 0; p < c->nranks && r == tsrSuccess; ++p) {
@@ -171,15 +182,10 @@ ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
                          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t st) {
   const char* api = "ncclScatter";
   LOOKUP(api);
-  if (root < 0 || root >= c->nranks)
-    return fail(ncclInvalidArgument, "%s: root %d is outside [0, %d)", api, root, c->nranks);
-  const size_t elem = elemSize(datatype);
-  if (elem == 0)
-    return fail(ncclInvalidArgument, "%s: datatype %d is not an NCCL datatype", api,
-                static_cast<int>(datatype));
-  const size_t bytes = count * elem;
-  if (c->rank == root && count > 0 && sendbuff == nullptr)
-    return fail(ncclInvalidArgument, "%s: sendbuff is NULL on the root", api);
+  size_t bytes = 0;
+  if (ncclResult_t r = rootedBlock(c, api, root, datatype, count, sendbuff, "sendbuff", &bytes);
+      r != ncclSuccess)
+    return r;
   const char* in = static_cast<const char*>(sendbuff);
   bool inPlace =
       c->rank == root && in != nullptr && recvbuff == in + static_cast<size_t>(root) * bytes;

@@ -200,11 +200,13 @@ inline std::vector<char> makeInput(ncclDataType_t t, int rank, size_t count, uin
   return buf;
 }
 
-// The reduction of element i over ranks 0..n-1 of `op`, in double.
-inline double reduceRef(ncclDataType_t t, ncclRedOp_t op, int nranks, size_t i, uint64_t seed) {
-  double acc = inputValue(t, 0, i, seed);
+// The reduction of value(0), ..., value(nranks - 1) by `op`, in double (avg: the sum divided,
+// truncated for integer types).
+template <class Value>
+double reduceValues(ncclDataType_t t, ncclRedOp_t op, int nranks, Value value) {
+  double acc = value(0);
   for (int r = 1; r < nranks; ++r) {
-    double x = inputValue(t, r, i, seed);
+    double x = value(r);
     switch (op) {
       case ncclSum:
       case ncclAvg: acc += x; break;
@@ -214,11 +216,13 @@ inline double reduceRef(ncclDataType_t t, ncclRedOp_t op, int nranks, size_t i, 
       default: break;
     }
   }
-  if (op == ncclAvg) {
-    if (isInteger(t)) return std::trunc(acc / nranks);
-    return acc / nranks;
-  }
+  if (op == ncclAvg) return isInteger(t) ? std::trunc(acc / nranks) : acc / nranks;
   return acc;
+}
+
+// The reduction of element i of every rank's input (inputValue) by `op`.
+inline double reduceRef(ncclDataType_t t, ncclRedOp_t op, int nranks, size_t i, uint64_t seed) {
+  return reduceValues(t, op, nranks, [&](int r) { return inputValue(t, r, i, seed); });
 }
 
 // How far a result may be from the reference: exact for integers (avg: one unit, since rounding

@@ -96,20 +96,9 @@ struct Reference {
   int n;
 
   double at(size_t i) const {
-    double acc = load(t, gathered.data(), i);
-    for (int r = 1; r < n; ++r) {
-      double x = load(t, gathered.data(), static_cast<size_t>(r) * count + i);
-      switch (o) {
-        case ncclSum:
-        case ncclAvg: acc += x; break;
-        case ncclProd: acc *= x; break;
-        case ncclMax: acc = std::max(acc, x); break;
-        case ncclMin: acc = std::min(acc, x); break;
-        default: break;
-      }
-    }
-    if (o == ncclAvg) acc = isInteger(t) ? std::trunc(acc / n) : acc / n;
-    return acc;
+    return reduceValues(t, o, n, [&](int r) {
+      return load(t, gathered.data(), static_cast<size_t>(r) * count + i);
+    });
   }
 };
 
