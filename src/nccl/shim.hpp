@@ -52,9 +52,6 @@ void retire(ncclComm* comm);
 // ---- groups --------------------------------------------------------------------------------
 // Inside ncclGroupStart / ncclGroupEnd on the calling thread.
 bool inGroup();
-// An init started inside a group (non-blocking underneath): ncclGroupEnd completes it when the
-// user asked for a blocking communicator.
-void deferInit(ncclComm* comm);
 
 // ---- fallback (TESSERA_NCCL_FALLBACK) ------------------------------------------------------
 // After the tessera communicator is ready: creates the shadow communicator over the real NCCL
