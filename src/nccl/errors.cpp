@@ -52,18 +52,26 @@ constexpr Refusal kRefusals[] = {
      "tessera_info --env lists them"},
 };
 
-int debugLevel() {  // 0 none, 1 warn, 2 info, 3 trace
-  static const int level = [] {
+// TESSERA_DEBUG, else NCCL_DEBUG (read here with getenv: the shim sees only the public API).
+struct DebugSetting {
+  int level = 1;        // 0 none, 1 warn, 2 info, 3 trace
+  bool banner = false;  // VERSION, INFO or TRACE: the version line at the first call
+};
+const DebugSetting& debugSetting() {
+  static const DebugSetting setting = [] {
+    DebugSetting d;
     const char* v = std::getenv("TESSERA_DEBUG");
     if (v == nullptr || *v == '\0') v = std::getenv("NCCL_DEBUG");
-    if (v == nullptr || *v == '\0') return 1;
-    if (strcasecmp(v, "INFO") == 0) return 2;
-    if (strcasecmp(v, "TRACE") == 0) return 3;
-    if (strcasecmp(v, "NONE") == 0) return 0;
-    return 1;
+    if (v == nullptr || *v == '\0') return d;
+    if (strcasecmp(v, "NONE") == 0) d.level = 0;
+    if (strcasecmp(v, "INFO") == 0) d.level = 2;
+    if (strcasecmp(v, "TRACE") == 0) d.level = 3;
+    d.banner = d.level >= 2 || strcasecmp(v, "VERSION") == 0;
+    return d;
   }();
-  return level;
+  return setting;
 }
+int debugLevel() { return debugSetting().level; }
 
 void vlog(const char* level, const char* fmt, va_list ap) {
   char line[2048];
@@ -115,6 +123,7 @@ ncclResult_t fromTsr(tsrResult_t r, const char* api) {
 const char* lastError() { return tLastError.c_str(); }
 
 bool infoEnabled() { return debugLevel() >= 2; }
+bool bannerEnabled() { return debugSetting().banner; }
 
 void info(const char* fmt, ...) {
   if (!infoEnabled()) return;

@@ -1,5 +1,4 @@
 // The NCCL drop-in: version, communicators (creation, split, teardown, queries, errors), groups.
-#include <strings.h>
 
 #include <chrono>
 #include <cstddef>
@@ -31,13 +30,9 @@ thread_local GroupState tGroup;
 void banner() {
   static std::once_flag once;
   std::call_once(once, [] {
-    const char* v = std::getenv("TESSERA_DEBUG");
-    if (v == nullptr || *v == '\0') v = std::getenv("NCCL_DEBUG");
-    bool show = v != nullptr && (strcasecmp(v, "VERSION") == 0 || strcasecmp(v, "INFO") == 0 ||
-                                 strcasecmp(v, "TRACE") == 0);
     int tv = 0;
     tsrGetVersion(&tv);
-    if (show)
+    if (bannerEnabled())
       std::fprintf(stderr, "NCCL version %d.%d.%d+tessera %d.%d.%d (tessera's NCCL drop-in)\n",
                    NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, tv / 10000, tv / 100 % 100, tv % 100);
   });
@@ -344,21 +339,10 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   return ncclSuccess;
 }
 
+// tessera's result codes are NCCL's (ncclTimeout included, where the header has it), and so
+// are its sentences for them; NCCL_DEBUG works where they say TESSERA_DEBUG (an alias).
 const char* ncclGetErrorString(ncclResult_t result) {
-  switch (static_cast<int>(result)) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError:
-      return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
-    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-    case ncclInternalError:
-      return "internal error - please report this issue to the tessera developers";
-    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
-    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
-    case 8: return "timeout: a peer did not answer within the deadline";
-    default: return "unknown result code";
-  }
+  return tsrGetErrorString(static_cast<tsrResult_t>(result));
 }
 
 const char* ncclGetLastError(ncclComm_t /*comm*/) {

@@ -37,6 +37,8 @@ extern "C" ncclResult_t tesseraNcclRefuse(const char* name);
 
 // ---- logging (NCCL_DEBUG / TESSERA_DEBUG: INFO and TRACE show the shim's INFO lines) ---------
 bool infoEnabled();
+// NCCL_DEBUG / TESSERA_DEBUG is VERSION, INFO or TRACE: print the version line once.
+bool bannerEnabled();
 void info(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 void warn(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -66,6 +66,8 @@ TEST(NcclVersion, ErrorStrings) {
   for (int r = ncclSuccess; r < ncclNumResults; ++r)
     EXPECT_GT(std::strlen(ncclGetErrorString(static_cast<ncclResult_t>(r))), 0u);
   EXPECT_STREQ(ncclGetErrorString(ncclSuccess), "no error");
+  EXPECT_STREQ(ncclGetErrorString(static_cast<ncclResult_t>(8)), "operation timed out");
+  EXPECT_STREQ(ncclGetErrorString(static_cast<ncclResult_t>(99)), "unknown result code");
 }
 
 TEST(NcclSymbols, ProfilingNamesAreTheSameFunctions) {
