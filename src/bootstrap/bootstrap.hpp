@@ -32,6 +32,9 @@ struct BootstrapOptions {
   // TcpBootstrap::create then stops waiting for the root and fails with tsrRemoteError.
   // -1: none. Owned by the caller. (The communicator uses it to abort a non-blocking init.)
   int cancelFd = -1;
+  // Tests only (mpi): use at most this MPI tag, as an MPI whose MPI_TAG_UB is this small would
+  // (>= 32767, MPI's minimum); 0: the MPI's own MPI_TAG_UB.
+  int mpiTagUpperBound = 0;
 };
 
 // The timeout the options stand for: their own, else TESSERA_BOOTSTRAP_TIMEOUT (which may be

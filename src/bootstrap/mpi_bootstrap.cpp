@@ -62,15 +62,31 @@ Result MpiBootstrap::create(MPI_Comm comm, const BootstrapOptions& options,
                     size, mpiErrorText(rc).c_str());
   // Errors come back to us as codes instead of ending the job.
   MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
-  int* ub = nullptr;
-  int found = 0;
-  MPI_Comm_get_attr(dup, MPI_TAG_UB, &ub, &found);
-  out->reset(new MpiBootstrap(dup, rank, size, timeout, found && ub ? *ub : 32767));
+  out->reset(new MpiBootstrap(dup, rank, size, timeout, tagUpperBound(options)));
   return tsrSuccess;
 }
 
+int MpiBootstrap::tagUpperBound(const BootstrapOptions& options) {
+  // MPI_TAG_UB is an attribute of MPI_COMM_WORLD: a communicator made from another may not
+  // carry it (an Open MPI 4.1 split child does not), and reading it there gave MPI's minimum. The
+  // standard's floor, 32767, is what any MPI allows.
+  constexpr int kMpiMinimum = 32767;
+  int* attr = nullptr;
+  int found = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attr, &found);
+  int ub = found && attr != nullptr ? std::max(*attr, kMpiMinimum) : kMpiMinimum;
+  if (options.mpiTagUpperBound > 0)
+    ub = std::max(std::min(ub, options.mpiTagUpperBound), kMpiMinimum);
+  return ub;
+}
+
 MpiBootstrap::MpiBootstrap(MPI_Comm comm, int rank, int nranks, double timeout, int tagUpperBound)
-    : Bootstrap(rank, nranks, timeout), comm_(comm), tagUpperBound_(tagUpperBound) {}
+    : Bootstrap(rank, nranks, timeout), comm_(comm), tagUpperBound_(tagUpperBound) {
+  // The largest all-ones mask the MPI's tags can hold: tessera's tags are folded onto it.
+  int64_t mask = 1;
+  while (mask * 2 + 1 <= tagUpperBound_) mask = mask * 2 + 1;
+  tagMask_ = static_cast<int>(mask);
+}
 
 MpiBootstrap::~MpiBootstrap() {
   int finalized = 0;
@@ -135,15 +151,15 @@ Result MpiBootstrap::wait(std::unique_ptr<Op>& op, const Deadline& deadline,
 
 Result MpiBootstrap::doSend(int peer, int tag, const void* data, size_t bytes,
                             const Deadline& deadline) {
-  TSR_CHECK(checkCount(bytes, "send"));
-  if (tag > tagUpperBound_)
-    return fail(tsrInvalidArgument, "send with tag %d: this MPI allows tags up to %d", tag,
-                tagUpperBound_);
+  TSR_CHECK(checkCount(bytes + kEnvelopeBytes, "send"));
   auto op = std::make_unique<Op>();
-  const uint8_t* p = static_cast<const uint8_t*>(data);
-  op->buffer.assign(p, p + bytes);
-  int rc = MPI_Isend(op->buffer.data(), static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_,
-                     &op->request);
+  op->buffer.resize(kEnvelopeBytes + bytes);
+  const int32_t envelope = tag;
+  std::memcpy(op->buffer.data(), &envelope, kEnvelopeBytes);
+  if (bytes > 0) std::memcpy(op->buffer.data() + kEnvelopeBytes, data, bytes);
+  const int mpiTag = tag & tagMask_;
+  int rc = MPI_Isend(op->buffer.data(), static_cast<int>(op->buffer.size()), MPI_BYTE, peer, mpiTag,
+                     comm_, &op->request);
   if (rc != MPI_SUCCESS)
     return mpiFailed(rc, strprintf("send of %zu bytes to rank %d with tag %d", bytes, peer, tag));
   sends_.push_back(std::move(op));
@@ -151,18 +167,14 @@ Result MpiBootstrap::doSend(int peer, int tag, const void* data, size_t bytes,
   return tsrSuccess;
 }
 
-Result MpiBootstrap::doRecv(int peer, int tag, void* data, size_t bytes, const Deadline& deadline) {
-  TSR_CHECK(checkCount(bytes, "recv"));
-  std::string what = strprintf("recv from rank %d with tag %d", peer, tag);
-  if (tag > tagUpperBound_)
-    return fail(tsrInvalidArgument, "%s: this MPI allows tags up to %d", what.c_str(),
-                tagUpperBound_);
-  // Probe first: the size of the message is checked before it lands in any buffer.
-  MPI_Message message = MPI_MESSAGE_NULL;
+Result MpiBootstrap::receiveOne(int peer, int mpiTag, const std::string& what,
+                                const Deadline& deadline, int* tag, std::vector<uint8_t>* message) {
+  // Probe first: nothing lands in the caller's buffer before its size is known.
+  MPI_Message handle = MPI_MESSAGE_NULL;
   MPI_Status status;
   Backoff backoff;
   for (int found = 0; !found;) {
-    int rc = MPI_Improbe(peer, tag, comm_, &found, &message, &status);
+    int rc = MPI_Improbe(peer, mpiTag, comm_, &found, &handle, &status);
     if (rc != MPI_SUCCESS) return mpiFailed(rc, what);
     if (found) break;
     progressSends();
@@ -176,13 +188,46 @@ Result MpiBootstrap::doRecv(int peer, int tag, void* data, size_t bytes, const D
   MPI_Get_count(&status, MPI_BYTE, &count);
   auto op = std::make_unique<Op>();
   op->buffer.resize(static_cast<size_t>(count));
-  int rc = MPI_Imrecv(op->buffer.data(), count, MPI_BYTE, &message, &op->request);
+  int rc = MPI_Imrecv(op->buffer.data(), count, MPI_BYTE, &handle, &op->request);
   if (rc != MPI_SUCCESS) return mpiFailed(rc, what);
   TSR_CHECK(wait(op, deadline, what, "the message did not finish arriving"));
-  if (static_cast<size_t>(count) != bytes)
-    return fail(tsrInvalidUsage, "%s: expected %zu bytes from rank %d but its message has %d bytes",
-                what.c_str(), bytes, peer, count);
-  if (bytes > 0) std::memcpy(data, op->buffer.data(), bytes);
+  int32_t envelope = -1;
+  if (op->buffer.size() >= kEnvelopeBytes)
+    std::memcpy(&envelope, op->buffer.data(), kEnvelopeBytes);
+  if (envelope < 0 || (envelope & tagMask_) != mpiTag)
+    return fail(tsrInternalError,
+                "%s: rank %d sent a message of %d bytes on MPI tag %d without a valid envelope "
+                "(is something else sending on tessera's MPI communicator?)",
+                what.c_str(), peer, count, mpiTag);
+  *tag = envelope;
+  message->assign(op->buffer.begin() + kEnvelopeBytes, op->buffer.end());
+  return tsrSuccess;
+}
+
+Result MpiBootstrap::doRecv(int peer, int tag, void* data, size_t bytes, const Deadline& deadline) {
+  TSR_CHECK(checkCount(bytes + kEnvelopeBytes, "recv"));
+  std::string what = strprintf("recv from rank %d with tag %d", peer, tag);
+  std::vector<uint8_t> message;
+  // Tags folded onto the same MPI tag share its order: a message for another tag that came
+  // first waits in early_ for its own recv, which looks there before asking MPI.
+  auto early = early_.find({peer, tag});
+  if (early != early_.end()) {
+    message = std::move(early->second.front());
+    early->second.pop_front();
+    if (early->second.empty()) early_.erase(early);
+  } else {
+    for (;;) {
+      int got = -1;
+      TSR_CHECK(receiveOne(peer, tag & tagMask_, what, deadline, &got, &message));
+      if (got == tag) break;
+      early_[{peer, got}].push_back(std::move(message));
+    }
+  }
+  if (message.size() != bytes)
+    return fail(tsrInvalidUsage,
+                "%s: expected %zu bytes from rank %d but its message has %zu bytes", what.c_str(),
+                bytes, peer, message.size());
+  if (bytes > 0) std::memcpy(data, message.data(), bytes);
   return tsrSuccess;
 }
 
@@ -238,7 +283,9 @@ Result MpiBootstrap::doSplit(int color, int key, std::unique_ptr<Bootstrap>* chi
   int rc = MPI_Comm_split(comm_, color == TSR_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key, &split);
   if (rc != MPI_SUCCESS) return mpiFailed(rc, "split");
   if (split == MPI_COMM_NULL) return tsrSuccess;
-  Result r = create(split, childOptions(), child);
+  BootstrapOptions options = childOptions();
+  options.mpiTagUpperBound = tagUpperBound_;
+  Result r = create(split, options, child);
   MPI_Comm_free(&split);
   return r;
 }

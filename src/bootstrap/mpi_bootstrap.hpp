@@ -12,8 +12,11 @@
 #endif
 #include <mpi.h>
 
+#include <deque>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
@@ -47,7 +50,16 @@ class MpiBootstrap final : public Bootstrap {
     std::vector<uint8_t> buffer;
   };
 
+  // Every point-to-point message starts with its full tessera tag (int32); the MPI tag is that
+  // tag folded onto tagMask_, so any tag >= 0 works on an MPI whose MPI_TAG_UB is 32767.
+  static constexpr size_t kEnvelopeBytes = sizeof(int32_t);
+
   MpiBootstrap(MPI_Comm comm, int rank, int nranks, double timeout, int tagUpperBound);
+  // MPI_TAG_UB of MPI_COMM_WORLD, lowered to options.mpiTagUpperBound where set.
+  static int tagUpperBound(const BootstrapOptions& options);
+  // Receives the next message from `peer` on `mpiTag`, whatever its tessera tag (in *tag).
+  Result receiveOne(int peer, int mpiTag, const std::string& what, const Deadline& deadline,
+                    int* tag, std::vector<uint8_t>* message);
   // Polls `op` until it completes. On a timeout or an abort the op is kept (MPI may still touch
   // its buffer) and the error names `what`.
   Result wait(std::unique_ptr<Op>& op, const Deadline& deadline, const std::string& what,
@@ -58,6 +70,10 @@ class MpiBootstrap final : public Bootstrap {
 
   MPI_Comm comm_;
   int tagUpperBound_;
+  int tagMask_ = 0;
+  // Messages that arrived for a (peer, tag) before anyone received them (they share an MPI
+  // tag with the one being received), oldest first.
+  std::map<std::pair<int, int>, std::deque<std::vector<uint8_t>>> early_;
   std::vector<std::unique_ptr<Op>> sends_;      // buffered sends not yet complete
   std::vector<std::unique_ptr<Op>> abandoned_;  // timed out or interrupted
 };

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <climits>
 #include <cstring>
+#include <iterator>
 #include <thread>
 #include <vector>
 
@@ -32,13 +34,15 @@ BootstrapOptions options(double seconds = kTimeout) {
   return o;
 }
 
-enum class Kind { kMpi, kTcp };
+// kMpiSmallTags: the mpi kind as on an MPI whose MPI_TAG_UB is the standard's minimum, 32767.
+enum class Kind { kMpi, kMpiSmallTags, kTcp };
 
 std::unique_ptr<Bootstrap> makeBootstrap(Kind kind, double seconds = kTimeout) {
   std::unique_ptr<Bootstrap> b;
-  if (kind == Kind::kMpi) {
-    EXPECT_EQ(MpiBootstrap::create(MPI_COMM_WORLD, options(seconds), &b), tsrSuccess)
-        << lastErrorMessage();
+  if (kind == Kind::kMpi || kind == Kind::kMpiSmallTags) {
+    BootstrapOptions o = options(seconds);
+    if (kind == Kind::kMpiSmallTags) o.mpiTagUpperBound = 32767;
+    EXPECT_EQ(MpiBootstrap::create(MPI_COMM_WORLD, o, &b), tsrSuccess) << lastErrorMessage();
     return b;
   }
   tsrUniqueId id{};
@@ -153,6 +157,52 @@ TEST_P(BootstrapMpi, SplitMatchesMpiCommSplit) {
   MPI_Comm_free(&reference);
 }
 
+// Tags as the layers above use them (up to 2^28 and beyond) between the members of split
+// children with several ranks per color, and on the parent between the children's messages;
+// received in the reverse of the order they were sent in, so messages for other tags that share
+// an MPI tag arrive first. What arrives is checked against what the sender's pattern says.
+TEST_P(BootstrapMpi, SplitChildrenExchangeOnLargeTags) {
+  std::unique_ptr<Bootstrap> b = makeBootstrap(GetParam());
+  ASSERT_NE(b, nullptr);
+  const int me = worldRank(), n = worldSize();
+  const int tags[] = {
+      0,       5,        32767, 32768, (1 << 27) + 1, 268851072, (1 << 28) + (0x4c4c << 4) + 3,
+      INT_MAX, 32768 + 5};
+  const size_t sizes[] = {0, 3, 64, 4096};
+  auto exchange = [&](Bootstrap& c, int salt) {
+    const int next = (c.rank() + 1) % c.nranks(), prev = (c.rank() + c.nranks() - 1) % c.nranks();
+    int i = 0;
+    for (int tag : tags)
+      for (size_t bytes : sizes) {
+        std::vector<uint8_t> m = pattern(c.rank() + salt, i++, bytes);
+        ASSERT_EQ(c.send(next, tag, m.data(), m.size()), tsrSuccess) << lastErrorMessage();
+      }
+    for (int t = static_cast<int>(std::size(tags)) - 1; t >= 0; --t)
+      for (size_t s = 0; s < std::size(sizes); ++s) {
+        std::vector<uint8_t> got(sizes[s], 0xEE);
+        ASSERT_EQ(c.recv(prev, tags[t], got.data(), got.size()), tsrSuccess) << lastErrorMessage();
+        EXPECT_TRUE(got == pattern(prev + salt,
+                                   t * static_cast<int>(std::size(sizes)) + static_cast<int>(s),
+                                   sizes[s]))
+            << "tag " << tags[t] << ", " << sizes[s] << " bytes, from child rank " << prev;
+      }
+  };
+  // Two colors, each with several members from 3 ranks on; keys reverse the parent order.
+  std::unique_ptr<Bootstrap> child;
+  ASSERT_EQ(b->split(me % 2, n - me, &child), tsrSuccess) << lastErrorMessage();
+  ASSERT_NE(child, nullptr);
+  ASSERT_EQ(child->nranks(), (n + 1 - me % 2) / 2);
+  exchange(*child, 100);
+  exchange(*b, 200);
+  // A child of the child, and the child still works after it.
+  std::unique_ptr<Bootstrap> grand;
+  ASSERT_EQ(child->split(0, child->rank(), &grand), tsrSuccess) << lastErrorMessage();
+  ASSERT_NE(grand, nullptr);
+  exchange(*grand, 300);
+  exchange(*child, 400);
+  EXPECT_EQ(b->barrier(), tsrSuccess) << lastErrorMessage();
+}
+
 TEST_P(BootstrapMpi, RecvTimeoutAndAbortReturnPromptly) {
   const double timeout = 2;
   std::unique_ptr<Bootstrap> b = makeBootstrap(GetParam(), timeout);
@@ -182,8 +232,13 @@ TEST_P(BootstrapMpi, RecvTimeoutAndAbortReturnPromptly) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, BootstrapMpi, ::testing::Values(Kind::kMpi, Kind::kTcp),
-                         [](const auto& p) { return p.param == Kind::kMpi ? "mpi" : "tcp"; });
+INSTANTIATE_TEST_SUITE_P(Kinds, BootstrapMpi,
+                         ::testing::Values(Kind::kMpi, Kind::kMpiSmallTags, Kind::kTcp),
+                         [](const auto& p) {
+                           return p.param == Kind::kMpi            ? "mpi"
+                                  : p.param == Kind::kMpiSmallTags ? "mpi_tag_ub_32767"
+                                                                   : "tcp";
+                         });
 
 }  // namespace
 }  // namespace tessera

@@ -5,6 +5,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -83,6 +84,22 @@ void checkSplitAgainstMpi(tsrComm_t comm, int color, int key) {
   MPI_Comm_rank(mpiChild, &mr);
   MPI_Comm_size(mpiChild, &mn);
   expectRankAndCount(child, mr, mn);
+  // The child works: its collectives agree with MPI's on the MPI child (a prime count, so the
+  // chunks are uneven).
+  const size_t count = 1009;
+  std::vector<int64_t> in(count), mine(count), ref(count);
+  for (size_t i = 0; i < count; ++i) in[i] = static_cast<int64_t>(worldRank() + 1) * 1000003 + i;
+  ASSERT_EQ(tsrAllReduce(in.data(), mine.data(), count, tsrInt64, tsrSum, child, nullptr),
+            tsrSuccess)
+      << tsrGetLastError(child);
+  MPI_Allreduce(in.data(), ref.data(), static_cast<int>(count), MPI_INT64_T, MPI_SUM, mpiChild);
+  EXPECT_EQ(mine, ref);
+  std::vector<int64_t> gathered(count * static_cast<size_t>(mn)), refGathered(gathered.size());
+  ASSERT_EQ(tsrAllGather(in.data(), gathered.data(), count, tsrInt64, child, nullptr), tsrSuccess)
+      << tsrGetLastError(child);
+  MPI_Allgather(in.data(), static_cast<int>(count), MPI_INT64_T, refGathered.data(),
+                static_cast<int>(count), MPI_INT64_T, mpiChild);
+  EXPECT_EQ(gathered, refGathered);
   EXPECT_EQ(tsrCommDestroy(child), tsrSuccess);
   MPI_Comm_free(&mpiChild);
 }

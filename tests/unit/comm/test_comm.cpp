@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -131,6 +132,29 @@ void checkSplit(std::vector<tsrComm_t>& comms, const std::vector<int>& color,
     EXPECT_EQ(rank, expect[static_cast<size_t>(r)].rank);
     EXPECT_EQ(count, expect[static_cast<size_t>(r)].count);
   }
+  // The children's collectives are right: an all-reduce of a prime count of int64 values, checked
+  // against the serial sum over the color's members.
+  const size_t elems = 1009;
+  std::vector<std::vector<int64_t>> out(static_cast<size_t>(n), std::vector<int64_t>(elems, -1));
+  auto value = [](int parent, size_t i) { return int64_t{parent + 1} * 1000003 + int64_t(i); };
+  tessera::test::runRanks(n, [&](int r) {
+    tsrComm_t c = children[static_cast<size_t>(r)];
+    if (c == nullptr) return;
+    std::vector<int64_t> in(elems);
+    for (size_t i = 0; i < elems; ++i) in[i] = value(r, i);
+    EXPECT_EQ(tsrAllReduce(in.data(), out[static_cast<size_t>(r)].data(), elems, tsrInt64, tsrSum,
+                           c, nullptr),
+              tsrSuccess)
+        << tsrGetLastError(c);
+  });
+  for (int r = 0; r < n; ++r) {
+    if (children[static_cast<size_t>(r)] == nullptr) continue;
+    std::vector<int64_t> want(elems, 0);
+    for (int p = 0; p < n; ++p)
+      if (color[static_cast<size_t>(p)] == color[static_cast<size_t>(r)])
+        for (size_t i = 0; i < elems; ++i) want[i] += value(p, i);
+    EXPECT_EQ(out[static_cast<size_t>(r)], want) << "parent rank " << r;
+  }
   // The children work on their own: split each again (everyone one color, reversed keys).
   std::vector<tsrComm_t> grand(static_cast<size_t>(n), nullptr);
   tessera::test::runRanks(n, [&](int r) {
@@ -172,6 +196,25 @@ TEST(CommSplit, ColorsAndKeysOverUniqueId) {
   std::vector<int> key = {2, 1, 0, 0, 0, -1};
   checkSplit(comms, color, key);
   destroyAll(comms);
+}
+
+// 3 and 4 ranks, several ranks per color, over both thread bootstraps (in-process and unique id).
+TEST(CommSplit, SeveralRanksPerColorAtThreeAndFourRanks) {
+  for (int n : {3, 4}) {
+    SCOPED_TRACE(std::to_string(n) + " ranks");
+    std::vector<int> color(static_cast<size_t>(n)), key(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      color[static_cast<size_t>(r)] = r % 2;
+      key[static_cast<size_t>(r)] = n - r;
+    }
+    std::vector<tsrComm_t> comms(static_cast<size_t>(n));
+    ASSERT_EQ(tsrCommInitAll(comms.data(), n, nullptr), tsrSuccess) << tsrGetLastError(nullptr);
+    checkSplit(comms, color, key);
+    destroyAll(comms);
+    comms = initWithUniqueId(n);
+    checkSplit(comms, color, key);
+    destroyAll(comms);
+  }
 }
 
 TEST(CommSplit, NegativeColorOtherThanNoColorIsRejected) {
