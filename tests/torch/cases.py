@@ -6,7 +6,7 @@ from every rank's inputs (each rank regenerates all ranks' inputs from the seed)
 
 Tolerances (documented in the README's PyTorch section):
   integers and bool     bit-equal to the reference and to Gloo;
-  min / max             bit-equal (no rounding happens);
+  min / max             bit-equal (no rounding happens; -0 < +0, as IEEE 754-2019 says);
   floats, "exact" data  small integers whose sums, products and averages the dtype holds exactly:
                         bit-equal to the reference and to Gloo;
   floats, random data   |result - reference| <= 2 n u sum_i |x_i| (sums; times |factor| for
@@ -124,6 +124,18 @@ def premul_factor(dtype):
     return 3.0 if dtype in INTS else 0.5
 
 
+def _zero_sign(r, stack, negative):
+    """IEEE 754-2019's minimum and maximum (what tessera computes): -0 < +0, so MIN of -0 and +0
+    is -0 and MAX is +0; torch's amin/amax return either (seen with float8 data, where about one
+    element in a million is a max of -0 and +0)."""
+    if not r.dtype.is_floating_point:
+        return r
+    zeros = stack == 0
+    has = (zeros & torch.signbit(stack)) if negative else (zeros & ~torch.signbit(stack))
+    signed = torch.full_like(r, -0.0 if negative else 0.0)
+    return torch.where((r == 0) & has.any(0), signed, r)
+
+
 def reduce_ref(inputs, dtype, redop):
     """The reduction of `inputs` (one per rank) in float64 (int64 for integers and bool), and the
     bound of its error (0: must be exact)."""
@@ -144,9 +156,9 @@ def reduce_ref(inputs, dtype, redop):
     elif redop == "PRODUCT":
         r = stack.prod(0)
     elif redop == "MIN":
-        r = stack.amin(0)
+        r = _zero_sign(stack.amin(0), stack, negative=True)
     elif redop == "MAX":
-        r = stack.amax(0)
+        r = _zero_sign(stack.amax(0), stack, negative=False)
     else:  # PREMUL_SUM
         r = (stack * premul_factor(dtype)).sum(0)
     if dtype in INTS or redop in ("MIN", "MAX"):
