@@ -90,6 +90,13 @@ class InprocConnection final : public HostMappedConnection {
     if (!m->owner || reinterpret_cast<uintptr_t>(m->owner->data()) != s.address)
       return fail(tsrInvalidArgument, "memory %u of rank %d is no longer registered",
                   header.memoryId, header.ownerRank);
+    // The blob's size bounds every put and get on the import: it must be the memory's own.
+    if (header.size != m->owner->size() || header.kind != m->owner->kind())
+      return fail(tsrInvalidArgument,
+                  "memory %u of rank %d: the blob says %llu bytes of %s memory, the memory is "
+                  "%zu bytes of %s memory",
+                  header.memoryId, header.ownerRank, static_cast<unsigned long long>(header.size),
+                  memoryKindName(header.kind), m->owner->size(), memoryKindName(m->owner->kind()));
     *mapped = m->owner->data();
     *mapping = std::move(m);
     return tsrSuccess;
