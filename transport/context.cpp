@@ -132,6 +132,7 @@ Result TransportContext::selectTransport(int peer, TransportKind* out, std::stri
   const RankPlacement& me = state_->placements[static_cast<size_t>(state_->rank)];
   const RankPlacement& them = state_->placements[static_cast<size_t>(peer)];
   in.locality = locality(me, them);
+  in.sameNetNs = sameNetNamespace(me, them);
   in.gpuRanks = me.cudaDevice >= 0 && them.cudaDevice >= 0;
   if (in.gpuRanks && in.locality != Locality::kOtherHost) {
     if (pathClass_) {
@@ -202,7 +203,13 @@ Result TransportContext::connect(int peer, TransportKind kind, std::shared_ptr<C
                     theirs.kind < kTransportKinds
                         ? transportName(static_cast<TransportKind>(theirs.kind))
                         : "unknown");
-  return t->connect(peer, peerEndpoint, out);
+  TSR_CHECK(t->connect(peer, peerEndpoint, out));
+  const RankPlacement& me = state_->placements[static_cast<size_t>(state_->rank)];
+  const RankPlacement& them = state_->placements[static_cast<size_t>(peer)];
+  TSR_INFO("rank %d -> peer %d: connected over %s (%s%s)", state_->rank, peer, transportName(kind),
+           localityName(locality(me, them)),
+           sameNetNamespace(me, them) ? "" : ", other network namespace");
+  return tsrSuccess;
 }
 
 Result TransportContext::exchangeMemory(Connection& connection, const Memory& mine,

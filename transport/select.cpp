@@ -6,6 +6,15 @@ namespace tessera {
 namespace {
 constexpr Subsys kLogSubsys = Subsys::kTransport;
 
+constexpr const char* kOtherNetNs =
+    "the peer runs in another network namespace, which the fd server's abstract Unix socket does "
+    "not reach";
+
+// Same host, but shm and cuda_ipc cannot pass descriptors between the two network namespaces.
+bool fdPassing(const SelectInput& in) {
+  return in.locality == Locality::kSameProcess || in.sameNetNs;
+}
+
 bool p2pAllowed(const SelectInput& in) {
   return in.gpuPath == PathClass::kLoc ||
          static_cast<int>(in.gpuPath) <= static_cast<int>(in.p2pLevel);
@@ -40,13 +49,16 @@ Result selectTransportFor(const SelectInput& in, TransportKind* out, std::string
           reason = "p2p joins only GPU ranks of one process";
           break;
         case TransportKind::kShm:
-          ok = in.locality != Locality::kOtherHost;
-          reason = "shm joins only ranks of one host";
+          ok = in.locality != Locality::kOtherHost && fdPassing(in);
+          reason = in.locality == Locality::kOtherHost ? "shm joins only ranks of one host"
+                                                       : kOtherNetNs;
           break;
         case TransportKind::kCudaIpc:
           // cudaIpcOpenMemHandle refuses handles of its own process (DESIGN.md, hazards).
-          ok = in.locality == Locality::kSameHost && in.gpuRanks;
-          reason = "cuda_ipc joins only GPU ranks of different processes on one host";
+          ok = in.locality == Locality::kSameHost && in.gpuRanks && fdPassing(in);
+          reason = ok || !in.gpuRanks || in.locality != Locality::kSameHost
+                       ? "cuda_ipc joins only GPU ranks of different processes on one host"
+                       : kOtherNetNs;
           break;
         case TransportKind::kUcx: ok = true; break;
       }
@@ -76,7 +88,9 @@ Result selectTransportFor(const SelectInput& in, TransportKind* out, std::string
       }
       break;
     case Locality::kSameHost:
-      if (!in.gpuRanks) {
+      if (!in.sameNetNs) {
+        reason = "same host, other network namespace (no fd passing between them)";
+      } else if (!in.gpuRanks) {
         pick = TransportKind::kShm;
         reason = "same host, host ranks";
       } else if (p2pAllowed(in)) {

@@ -2,7 +2,9 @@
 // what this build has and the two override variables, so it is tested on its own.
 //
 //   same process:  GPU ranks -> p2p (same GPU, or a path within TESSERA_P2P_LEVEL); else inproc
-//   same host:     GPU ranks -> cuda_ipc (path within TESSERA_P2P_LEVEL); else shm
+//   same host:     GPU ranks -> cuda_ipc (path within TESSERA_P2P_LEVEL); else shm; but ucx
+//                  between different network namespaces (shm's and cuda_ipc's fd server is an
+//                  abstract Unix socket, which does not cross them)
 //   other host:    ucx
 // A GPU pair beyond TESSERA_P2P_LEVEL goes through the network stack: ucx. That needs a UCX
 // built with CUDA support for device buffers; without it (Debian's UCX) the connection is made
@@ -23,6 +25,7 @@ namespace tessera {
 
 struct SelectInput {
   Locality locality = Locality::kSameProcess;
+  bool sameNetNs = true;                 // one network namespace (sameNetNamespace)
   bool gpuRanks = false;                 // both ranks have a GPU
   PathClass gpuPath = PathClass::kSys;   // between the two GPUs, when gpuRanks
   PathClass p2pLevel = PathClass::kSys;  // TESSERA_P2P_LEVEL (NCCL's default: up to SYS)

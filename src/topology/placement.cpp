@@ -1,5 +1,6 @@
 #include "topology/placement.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -75,6 +76,8 @@ Result localPlacement(int cudaDevice, const char* busId, RankPlacement* out) {
   p.hostHash = fnv1a64(host.data(), host.size());
   copyTruncated(p.hostId, sizeof(p.hostId), host);
   p.processNonce = processNonce();
+  struct stat ns {};
+  if (stat("/proc/self/ns/net", &ns) == 0) p.netNs = static_cast<uint64_t>(ns.st_ino);
   p.pid = static_cast<int32_t>(getpid());
   if (cudaDevice < -1)
     return TSR_FAIL(tsrInvalidArgument, "CUDA device %d is not a device index (-1 for none)",
@@ -104,6 +107,10 @@ Locality locality(const RankPlacement& a, const RankPlacement& b) {
     return Locality::kOtherHost;
   if (a.processNonce == b.processNonce && a.pid == b.pid) return Locality::kSameProcess;
   return Locality::kSameHost;
+}
+
+bool sameNetNamespace(const RankPlacement& a, const RankPlacement& b) {
+  return a.netNs == 0 || b.netNs == 0 || a.netNs == b.netNs;
 }
 
 bool sameGpu(const RankPlacement& a, const RankPlacement& b) {

@@ -22,6 +22,9 @@ struct RankPlacement {
   uint64_t hostHash;
   // Random per process (renewed after fork): pids repeat across pid namespaces.
   uint64_t processNonce;
+  // Inode of /proc/self/ns/net (0: unknown). Ranks of one host in different network namespaces
+  // cannot reach each other's abstract Unix sockets (shm's and cuda_ipc's fd server).
+  uint64_t netNs;
   int32_t pid;
   int32_t cudaDevice;                // -1: host memory only
   char hostId[kHostIdBytes];         // NUL-terminated, truncated if longer
@@ -29,7 +32,7 @@ struct RankPlacement {
 };
 static_assert(std::is_trivially_copyable_v<RankPlacement>);
 static_assert(std::is_standard_layout_v<RankPlacement>);
-static_assert(sizeof(RankPlacement) == 8 + 8 + 4 + 4 + kHostIdBytes + kPlacementBusIdBytes);
+static_assert(sizeof(RankPlacement) == 8 + 8 + 8 + 4 + 4 + kHostIdBytes + kPlacementBusIdBytes);
 
 // This process's placement. `busId` may be nullptr or "" (no GPU); otherwise it must parse as a
 // PCI bus id (tsrInvalidArgument otherwise) and is stored in canonical form. Fails when
@@ -40,6 +43,9 @@ enum class Locality { kSameProcess, kSameHost, kOtherHost };
 const char* localityName(Locality l);  // "same process", "same host", "other host"
 
 Locality locality(const RankPlacement& a, const RankPlacement& b);
+
+// Whether both run in one network namespace (true where either could not tell).
+bool sameNetNamespace(const RankPlacement& a, const RankPlacement& b);
 
 // The same GPU (same host and same bus id); false when either has no GPU.
 bool sameGpu(const RankPlacement& a, const RankPlacement& b);

@@ -187,12 +187,21 @@ class ShmTransport final : public Transport {
 
   bool reaches(int peer, std::string* whyNot) const override {
     const auto& p = context_->placements;
+    const RankPlacement& me = p[static_cast<size_t>(context_->rank)];
+    const RankPlacement& them = p[static_cast<size_t>(peer)];
     // Same process works too: a memfd can be mapped twice.
-    if (locality(p[static_cast<size_t>(context_->rank)], p[static_cast<size_t>(peer)]) !=
-        Locality::kOtherHost)
-      return true;
-    *whyNot = "the peer runs on another host";
-    return false;
+    Locality where = locality(me, them);
+    if (where == Locality::kOtherHost) {
+      *whyNot = "the peer runs on another host";
+      return false;
+    }
+    if (where == Locality::kSameHost && !sameNetNamespace(me, them)) {
+      *whyNot =
+          "the peer runs in another network namespace, which this process's fd server (an "
+          "abstract Unix socket) does not reach";
+      return false;
+    }
+    return true;
   }
 
   Result exportMemory(const Memory& mem, std::unique_ptr<MemoryExport>* out) override {

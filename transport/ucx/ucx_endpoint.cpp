@@ -42,11 +42,12 @@ UcxEndpoint::~UcxEndpoint() {
     req = ucp_ep_close_nbx(ep_, &p);
   }
   ucs_status_t s = worker_->wait(req, Deadline::after(timeoutSeconds_));
-  if (s == UCS_ERR_TIMED_OUT) {
+  if (s == UCS_ERR_TIMED_OUT)
     TSR_WARN("ucx rank %d: closing the endpoint to peer %d did not finish in %.3g s", health_->rank,
              health_->peer, timeoutSeconds_);
-    worker_->keepUntilDestroyed(health_);
-  }
+  // Unfinished (timed out, or the rank was aborted and the worker quiesced): UCX may still call
+  // the error handler with health_ until the worker goes.
+  if (s == UCS_ERR_TIMED_OUT || s == UCS_ERR_CANCELED) worker_->keepUntilDestroyed(health_);
 }
 
 ucs_status_t UcxEndpoint::open(int rank, int peer, const std::string& address) {

@@ -409,7 +409,7 @@ class UcxTransport final : public Transport {
 
 Result makeUcxTransport(std::shared_ptr<ContextState> context, std::unique_ptr<Transport>* out) {
   std::shared_ptr<UcxWorker> worker;
-  TSR_CHECK(UcxWorker::create(context->rank, &worker));
+  TSR_CHECK(UcxWorker::create(context, &worker));
   *out = std::make_unique<UcxTransport>(std::move(context), std::move(worker));
   return tsrSuccess;
 }

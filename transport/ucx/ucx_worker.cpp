@@ -12,9 +12,11 @@ constexpr Subsys kLogSubsys = Subsys::kTransport;
 constexpr auto kMaxIdleSleep = std::chrono::microseconds(100);
 }  // namespace
 
-Result UcxWorker::create(int rank, std::shared_ptr<UcxWorker>* out) {
+Result UcxWorker::create(std::shared_ptr<ContextState> context, std::shared_ptr<UcxWorker>* out) {
   std::shared_ptr<UcxWorker> w(new UcxWorker());
+  const int rank = context->rank;
   w->rank_ = rank;
+  w->state_ = std::move(context);
   ucp_config_t* config = nullptr;
   ucs_status_t s = ucp_config_read(nullptr, nullptr, &config);
   if (s != UCS_OK)
@@ -66,6 +68,10 @@ UcxWorker::~UcxWorker() {
 void UcxWorker::progressLoop() {
   uint32_t idle = 0;
   while (!stop_.load(std::memory_order_acquire)) {
+    if (quiesced()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // until the destructor
+      continue;
+    }
     unsigned done;
     {
       std::lock_guard<std::mutex> lock(mutex);
@@ -95,15 +101,15 @@ ucs_status_t UcxWorker::wait(ucs_status_ptr_t request, const Deadline& deadline,
     ucs_status_t s;
     {
       std::lock_guard<std::mutex> lock(mutex);
+      if (quiesced() || (aborted != nullptr && aborted->load(std::memory_order_acquire))) {
+        ucp_request_free(request);
+        return UCS_ERR_CANCELED;
+      }
       ucp_worker_progress(worker_);
       s = ucp_request_check_status(request);
       if (s != UCS_INPROGRESS) {
         ucp_request_free(request);
         return s;
-      }
-      if (aborted != nullptr && aborted->load(std::memory_order_acquire)) {
-        ucp_request_free(request);
-        return UCS_ERR_CANCELED;
       }
       if (deadline.expired()) {
         // Released to UCX: it frees the request once the operation ends (or the ep is closed).

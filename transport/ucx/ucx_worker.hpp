@@ -14,6 +14,13 @@
 // Lifetime: held by shared_ptr by the transport, every connection (endpoint), every memory export
 // and every imported rkey, so UCP objects outlive the TransportContext as long as anything needs
 // them. The destructor stops the thread, then destroys the worker and the context.
+//
+// Abort: once the context is aborted the worker is never progressed again (quiesced()). Over TCP
+// and the other emulated transports a peer's put is carried out by *this* worker's progress
+// (ucp_put_handler copies into the address the peer named, trusting its rkey), so a worker that
+// kept progressing while an aborted rank frees its memory would let a peer that has not yet
+// noticed the abort write into freed memory (seen as a SIGSEGV in ucp_put_handler). An aborted
+// rank waits for no peer anyway: waits return UCS_ERR_CANCELED at once.
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -26,12 +33,13 @@
 
 #include "core/deadline.hpp"
 #include "core/status.hpp"
+#include "transport/context_state.hpp"
 
 namespace tessera {
 
 class UcxWorker {
  public:
-  static Result create(int rank, std::shared_ptr<UcxWorker>* out);
+  static Result create(std::shared_ptr<ContextState> context, std::shared_ptr<UcxWorker>* out);
   ~UcxWorker();
   UcxWorker(const UcxWorker&) = delete;
   UcxWorker& operator=(const UcxWorker&) = delete;
@@ -41,6 +49,8 @@ class UcxWorker {
   // Whether this UCX build can register and move CUDA device memory.
   bool cudaMemory() const { return cudaMemory_; }
   int rank() const { return rank_; }
+  // The context was aborted: nothing progresses the worker any more (see the file comment).
+  bool quiesced() const { return state_->aborted.load(std::memory_order_acquire); }
 
   // Guards every call on context() and worker() (see the file comment).
   std::mutex mutex;
@@ -52,7 +62,8 @@ class UcxWorker {
   // progressing the worker meanwhile, and frees it. UCS_ERR_TIMED_OUT once `deadline` passes
   // (the request is then released to UCX, which frees it when it completes). Call without
   // `mutex` held.
-  // UCS_ERR_CANCELED (request released likewise) once *aborted turns true.
+  // UCS_ERR_CANCELED (request released likewise) once *aborted turns true or the worker is
+  // quiesced.
   ucs_status_t wait(ucs_status_ptr_t request, const Deadline& deadline,
                     const std::atomic<bool>* aborted = nullptr);
 
@@ -61,6 +72,7 @@ class UcxWorker {
   void keepUntilDestroyed(std::shared_ptr<void> p);
   // Progresses the worker once if the mutex is free (a waiting thread helps the progress thread).
   void tryProgress() {
+    if (quiesced()) return;
     std::unique_lock<std::mutex> lock(mutex, std::try_to_lock);
     if (lock.owns_lock()) ucp_worker_progress(worker_);
   }
@@ -71,6 +83,7 @@ class UcxWorker {
   void progressLoop();
 
   int rank_ = -1;
+  std::shared_ptr<ContextState> state_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   bool cudaMemory_ = false;
