@@ -142,6 +142,18 @@ TSR_API tsrResult_t tsrCommInitRankConfig(tsrComm_t* comm, int nranks, tsrUnique
 TSR_API tsrResult_t tsrCommInitAll(tsrComm_t* comms, int ndev, const int* devlist);
 TSR_API tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* newcomm,
                                  tsrConfig_t* config);
+/* Like ncclCommShrink (NCCL 2.27): the ranks NOT in excludeRanksList call it, and only they take
+ * part (the excluded ones may be dead: nothing waits for them); they form *newcomm, numbered in
+ * their order in comm. Every caller must pass the same list. shrinkFlags: TSR_SHRINK_DEFAULT
+ * (comm stays usable), or TSR_SHRINK_ABORT after a failure: this rank's work on comm is aborted
+ * first (calls blocked in other threads return), and comm is then only fit for tsrCommDestroy.
+ * config NULL: inherit comm's. Recovery after a peer died: tsrCommShrink(comm, dead, n,
+ * &newcomm, NULL, TSR_SHRINK_ABORT), tsrCommDestroy(comm), carry on with newcomm. */
+#define TSR_SHRINK_DEFAULT 0x00
+#define TSR_SHRINK_ABORT 0x01
+TSR_API tsrResult_t tsrCommShrink(tsrComm_t comm, const int* excludeRanksList,
+                                  int excludeRanksCount, tsrComm_t* newcomm, tsrConfig_t* config,
+                                  int shrinkFlags);
 /* Collective: every rank calls it. Completes outstanding work and waits (within
  * TESSERA_BOOTSTRAP_TIMEOUT) until every rank got here, so no rank tears down what a peer may
  * still use. Afterwards only tsrCommDestroy is allowed. */

@@ -33,6 +33,11 @@ class TSR_API Communicator {
   // ordered by (key, rank). TSR_SPLIT_NOCOLOR: *out stays null. config null: inherit ours.
   tsrResult_t split(int color, int key, const tsrConfig_t* config,
                     std::unique_ptr<Communicator>* out);
+  // tsrCommShrink: collective over the ranks not in `excluded` (which take no part and may be
+  // dead); they form a new communicator in rank order. flags: TSR_SHRINK_DEFAULT or
+  // TSR_SHRINK_ABORT (abort this one's work first, after a failure).
+  tsrResult_t shrink(const std::vector<int>& excluded, const tsrConfig_t* config, int flags,
+                     std::unique_ptr<Communicator>* out);
 
   // Collective: completes outstanding work and waits for every rank (within the bootstrap
   // deadline); the communicator can then only be destroyed.

@@ -40,9 +40,9 @@ Result Bootstrap::checkUsable(const char* operation) {
   return tsrSuccess;
 }
 
-Result Bootstrap::lockOps(std::unique_lock<std::timed_mutex>* lock, const Deadline& deadline,
+Result Bootstrap::lockOps(std::unique_lock<TimedMutex>* lock, const Deadline& deadline,
                           const char* operation) {
-  *lock = std::unique_lock<std::timed_mutex>(opMutex_, std::defer_lock);
+  *lock = std::unique_lock<TimedMutex>(opMutex_, std::defer_lock);
   if (!lock->try_lock_until(deadline.at()))
     return fail(tsrTimeout,
                 "%s waited %s for another thread's operation on this bootstrap to finish",
@@ -65,7 +65,7 @@ Result Bootstrap::allGather(void* data, size_t bytesPerRank) {
     return fail(tsrInvalidArgument, "allGather of %zu bytes per rank overflows the buffer size",
                 bytesPerRank);
   Deadline deadline = Deadline::after(timeoutSeconds_);
-  std::unique_lock<std::timed_mutex> lock;
+  std::unique_lock<TimedMutex> lock;
   TSR_CHECK(lockOps(&lock, deadline, "allGather"));
   return doAllGather(data, bytesPerRank, deadline);
 }
@@ -89,7 +89,7 @@ Result Bootstrap::send(int peer, int tag, const void* data, size_t bytes) {
   if (checkPointToPoint(peer, nranks_, tag, data, bytes, &why) != nullptr)
     return fail(tsrInvalidArgument, "send to rank %d with tag %d: %s", peer, tag, why.c_str());
   Deadline deadline = Deadline::after(timeoutSeconds_);
-  std::unique_lock<std::timed_mutex> lock;
+  std::unique_lock<TimedMutex> lock;
   TSR_CHECK(lockOps(&lock, deadline, "send"));
   return doSend(peer, tag, data, bytes, deadline);
 }
@@ -100,7 +100,7 @@ Result Bootstrap::recv(int peer, int tag, void* data, size_t bytes) {
   if (checkPointToPoint(peer, nranks_, tag, data, bytes, &why) != nullptr)
     return fail(tsrInvalidArgument, "recv from rank %d with tag %d: %s", peer, tag, why.c_str());
   Deadline deadline = Deadline::after(timeoutSeconds_);
-  std::unique_lock<std::timed_mutex> lock;
+  std::unique_lock<TimedMutex> lock;
   TSR_CHECK(lockOps(&lock, deadline, "recv"));
   return doRecv(peer, tag, data, bytes, deadline);
 }
@@ -108,7 +108,7 @@ Result Bootstrap::recv(int peer, int tag, void* data, size_t bytes) {
 Result Bootstrap::barrier() {
   TSR_CHECK(checkUsable("barrier"));
   Deadline deadline = Deadline::after(timeoutSeconds_);
-  std::unique_lock<std::timed_mutex> lock;
+  std::unique_lock<TimedMutex> lock;
   TSR_CHECK(lockOps(&lock, deadline, "barrier"));
   return doBarrier(deadline);
 }
@@ -121,7 +121,7 @@ Result Bootstrap::broadcast(void* data, size_t bytes, int root) {
   if (data == nullptr && bytes > 0)
     return fail(tsrInvalidArgument, "broadcast of %zu bytes with a null buffer", bytes);
   Deadline deadline = Deadline::after(timeoutSeconds_);
-  std::unique_lock<std::timed_mutex> lock;
+  std::unique_lock<TimedMutex> lock;
   TSR_CHECK(lockOps(&lock, deadline, "broadcast"));
   return doBroadcast(data, bytes, root, deadline);
 }

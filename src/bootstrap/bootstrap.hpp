@@ -13,9 +13,11 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "core/deadline.hpp"
 #include "core/status.hpp"
+#include "core/timed_mutex.hpp"
 
 namespace tessera {
 
@@ -72,6 +74,11 @@ class Bootstrap {
   // (key, rank); color TSR_SPLIT_NOCOLOR (-1) gets a null child. The child has this one's
   // kind and timeout.
   Result split(int color, int key, std::unique_ptr<Bootstrap>* child);
+  // Collective over the ranks NOT in `excluded` (which may be dead: the excluded take no part
+  // and are never waited for): they form a child of the survivors in rank order, with this
+  // one's kind and timeout. Fails with tsrInvalidArgument when the list names this rank, a rank
+  // out of range, a rank twice, or every rank.
+  Result shrink(const std::vector<int>& excluded, std::unique_ptr<Bootstrap>* child);
 
   // Wakes every blocked call of this instance, from any thread: they return tsrRemoteError.
   // Later calls fail with tsrInvalidUsage. Peers waiting on this rank learn at once that it is
@@ -103,6 +110,15 @@ class Bootstrap {
   virtual Result splitPrepare(int childSize, uint8_t payload[kSplitPayloadBytes]);
   virtual Result splitJoin(const uint8_t payload[kSplitPayloadBytes], int childRank, int childSize,
                            std::unique_ptr<Bootstrap>* child);
+  // Shrink. The default (shrink.cpp) lets the lowest survivor prepare the child (splitPrepare)
+  // and hand it to the other survivors by point-to-point messages, so no excluded rank is
+  // involved; each survivor joins (splitJoin). `survivors` is sorted; mpi overrides it.
+  static constexpr int kShrinkTag = (1 << 26) + 0x53;  // above user tags, below the layers'
+  virtual Result doShrink(const std::vector<int>& survivors, std::unique_ptr<Bootstrap>* child);
+  // The first step of every kind's shrink: each survivor tells the lowest one it came, which
+  // waits (twice the timeout: survivors learn of a failure at different times) and checks that
+  // they agree on the number of survivors.
+  Result shrinkArrive(const std::vector<int>& survivors);
 
   // Records and returns an error whose sentence starts with "<kind> bootstrap, rank r of n: ".
   Result fail(Result code, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -115,14 +131,14 @@ class Bootstrap {
 
  private:
   Result checkUsable(const char* operation);
-  Result lockOps(std::unique_lock<std::timed_mutex>* lock, const Deadline& deadline,
+  Result lockOps(std::unique_lock<TimedMutex>* lock, const Deadline& deadline,
                  const char* operation);
 
   int rank_;
   int nranks_;
   double timeoutSeconds_;
   std::atomic<bool> aborted_{false};
-  std::timed_mutex opMutex_;
+  TimedMutex opMutex_;
 };
 
 // Every rank of `parent` calls it (see Bootstrap::split).

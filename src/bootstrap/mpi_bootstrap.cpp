@@ -290,6 +290,36 @@ Result MpiBootstrap::doSplit(int color, int key, std::unique_ptr<Bootstrap>* chi
   return r;
 }
 
+Result MpiBootstrap::doShrink(const std::vector<int>& survivors,
+                              std::unique_ptr<Bootstrap>* child) {
+  // MPI_Comm_create_group is collective over the survivors only, but it blocks: first make sure
+  // (with a deadline, by messages that never involve an excluded rank) that every survivor came.
+  TSR_CHECK(shrinkArrive(survivors));
+  const int leader = survivors.front();
+  const int32_t childSize = static_cast<int32_t>(survivors.size());
+  if (rank() == leader) {
+    for (int r : survivors)
+      if (r != leader) TSR_CHECK(send(r, kShrinkTag, &childSize, sizeof(childSize)));
+  } else {
+    int32_t go = 0;
+    if (Result got = recv(leader, kShrinkTag, &go, sizeof(go)); got != tsrSuccess)
+      return addContext(got, "shrink (waiting for rank %d, the lowest survivor)", leader);
+  }
+  MPI_Group all = MPI_GROUP_NULL, kept = MPI_GROUP_NULL;
+  MPI_Comm_group(comm_, &all);
+  MPI_Group_incl(all, childSize, survivors.data(), &kept);
+  MPI_Comm shrunk = MPI_COMM_NULL;
+  int rc = MPI_Comm_create_group(comm_, kept, kShrinkTag & tagMask_, &shrunk);
+  MPI_Group_free(&kept);
+  MPI_Group_free(&all);
+  if (rc != MPI_SUCCESS) return mpiFailed(rc, "shrink (MPI_Comm_create_group)");
+  BootstrapOptions options = childOptions();
+  options.mpiTagUpperBound = tagUpperBound_;
+  Result r = create(shrunk, options, child);
+  MPI_Comm_free(&shrunk);
+  return r;
+}
+
 bool MpiBootstrap::usableFromAnotherThread() const {
   int level = MPI_THREAD_SINGLE;
   MPI_Query_thread(&level);

@@ -42,6 +42,9 @@ class MpiBootstrap final : public Bootstrap {
   void doAbort() override {}  // the polling loops watch aborted()
   // MPI_Comm_split, once a non-blocking allGather has shown that every rank arrived.
   Result doSplit(int color, int key, std::unique_ptr<Bootstrap>* child) override;
+  // MPI_Comm_create_group over the survivors, once messages between them (with a deadline)
+  // have shown that every survivor arrived.
+  Result doShrink(const std::vector<int>& survivors, std::unique_ptr<Bootstrap>* child) override;
 
  private:
   // A request and the buffer MPI reads or writes until it completes.

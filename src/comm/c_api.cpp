@@ -90,6 +90,30 @@ TSR_API tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* 
   });
 }
 
+TSR_API tsrResult_t tsrCommShrink(tsrComm_t comm, const int* excludeRanksList,
+                                  int excludeRanksCount, tsrComm_t* newcomm, tsrConfig_t* config,
+                                  int shrinkFlags) {
+  return guarded("tsrCommShrink", [&]() -> tsrResult_t {
+    if (newcomm == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrCommShrink: newcomm is NULL");
+    *newcomm = nullptr;
+    if (excludeRanksCount < 0)
+      return TSR_FAIL(tsrInvalidArgument, "tsrCommShrink: excludeRanksCount is %d",
+                      excludeRanksCount);
+    if (excludeRanksList == nullptr && excludeRanksCount > 0)
+      return TSR_FAIL(tsrInvalidArgument,
+                      "tsrCommShrink: excludeRanksList is NULL but excludeRanksCount is %d",
+                      excludeRanksCount);
+    TSR_LOOKUP(comm, "tsrCommShrink", c);
+    std::vector<int> excluded;
+    if (excludeRanksCount > 0)
+      excluded.assign(excludeRanksList, excludeRanksList + excludeRanksCount);
+    std::unique_ptr<Communicator> child;
+    Result r = c->shrink(excluded, config, shrinkFlags, &child);
+    if (child != nullptr) *newcomm = tessera::handleRegister(std::move(child));
+    return r;
+  });
+}
+
 TSR_API tsrResult_t tsrCommFinalize(tsrComm_t comm) {
   return guarded("tsrCommFinalize", [&]() -> tsrResult_t {
     TSR_LOOKUP(comm, "tsrCommFinalize", c);

@@ -213,6 +213,23 @@ Result CommImpl::split(int color, int key, const tsrConfig_t* config,
   return createWith(std::move(childBoot), childConfig, out);
 }
 
+Result CommImpl::shrink(const std::vector<int>& excluded, const tsrConfig_t* config, int flags,
+                        std::shared_ptr<CommImpl>* out) {
+  TSR_CHECK(checkReady("tsrCommShrink"));
+  if ((flags & ~TSR_SHRINK_ABORT) != 0)
+    return TSR_FAIL(tsrInvalidArgument,
+                    "tsrCommShrink: unknown flags 0x%x (TSR_SHRINK_DEFAULT or TSR_SHRINK_ABORT)",
+                    static_cast<unsigned>(flags));
+  CommConfig childConfig;
+  TSR_CHECK(resolveConfig(config, &config_, &childConfig));
+  if (config == nullptr || config->device == TSR_CONFIG_UNDEF_INT) childConfig.device = device_;
+  if (flags & TSR_SHRINK_ABORT) abortWork(/*bootstrapToo=*/false);
+  std::unique_ptr<Bootstrap> childBoot;
+  Result r = bootstrap_->shrink(excluded, &childBoot);
+  if (r != tsrSuccess) return addContext(r, "tsrCommShrink");
+  return createWith(std::move(childBoot), childConfig, out);
+}
+
 Result CommImpl::transports(TransportContext** out) {
   TSR_CHECK(checkReady("transport setup"));
   std::lock_guard<std::mutex> lock(transportMutex_);
@@ -252,18 +269,22 @@ Result CommImpl::asyncError() const {
 
 void CommImpl::abort() {
   abortFlag_.store(true);
+  abortWork(/*bootstrapToo=*/true);
+}
+
+void CommImpl::abortWork(bool bootstrapToo) {
   // The device executor first: its waits give up at once, so streams waiting for its calls go
   // on, before the transports under it are torn down.
   if (CollectiveEngine* engine = enginePublished_.load(std::memory_order_acquire))
     engine->abortDevice();
   if (fused::DeviceFusedExecutor* fd = fusedDevicePublished_.load(std::memory_order_acquire))
     fd->abort();
-  if (cancelFd_ >= 0) {
-    uint64_t one = 1;
-    ssize_t ignored = write(cancelFd_, &one, sizeof(one));
-    (void)ignored;
-  }
-  {
+  if (bootstrapToo) {
+    if (cancelFd_ >= 0) {
+      uint64_t one = 1;
+      ssize_t ignored = write(cancelFd_, &one, sizeof(one));
+      (void)ignored;
+    }
     std::lock_guard<std::mutex> lock(bootstrapMutex_);
     if (bootstrap_ != nullptr) bootstrap_->abort();
   }

@@ -55,6 +55,12 @@ class CommImpl {
   Result checkReady(const char* api) const;
 
   Result split(int color, int key, const tsrConfig_t* config, std::shared_ptr<CommImpl>* out);
+  // tsrCommShrink: the ranks not in `excluded` form a new communicator (collective over them
+  // only). With TSR_SHRINK_ABORT this rank's work on this communicator is aborted first (its
+  // transports and executors; the bootstrap, which the shrink needs, is kept), as after a
+  // failure; this communicator is then only fit for tsrCommDestroy.
+  Result shrink(const std::vector<int>& excluded, const tsrConfig_t* config, int flags,
+                std::shared_ptr<CommImpl>* out);
   Result finalize();
   void abort();
   // The communicator's state error, or else the device executor's first failure (a call on device
@@ -115,6 +121,9 @@ class CommImpl {
  private:
   CommImpl(int rank, int nranks, const CommConfig& config);
   Result initCollective(const BootstrapFactory& makeBootstrap);
+  // Executors and transports stop and the state becomes aborted; the bootstrap too when
+  // bootstrapToo (abort()), not for a shrink, which still needs it.
+  void abortWork(bool bootstrapToo);
   Result bindDevice();
 
   // Written once by the init thread, read by any thread (the C API logs with the rank).

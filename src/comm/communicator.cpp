@@ -137,6 +137,18 @@ tsrResult_t Communicator::split(int color, int key, const tsrConfig_t* config,
   return r;
 }
 
+tsrResult_t Communicator::shrink(const std::vector<int>& excluded, const tsrConfig_t* config,
+                                 int flags, std::unique_ptr<Communicator>* out) {
+  if (out == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrCommShrink: newcomm is NULL");
+  out->reset();
+  ScopedRank scoped(impl_->rank());
+  std::shared_ptr<CommImpl> child;
+  Result r = impl_->shrink(excluded, config, flags, &child);
+  if (r != tsrSuccess && r != tsrInProgress) return r;
+  if (child != nullptr) *out = std::make_unique<Communicator>(std::move(child));
+  return r;
+}
+
 tsrResult_t Communicator::finalize() {
   ScopedRank scoped(impl_->rank());
   return impl_->finalize();

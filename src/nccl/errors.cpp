@@ -24,9 +24,6 @@ constexpr const char* kDefaultWhy = "tessera has no counterpart for it yet";
 constexpr Refusal kRefusals[] = {
     {"ncclCommRevoke",
      "tessera cannot revoke a communicator's outstanding work and keep it; ncclCommAbort stops it"},
-    {"ncclCommShrink",
-     "tessera has no tsrCommShrink yet (planned with the fault-tolerance work): abort the "
-     "communicator and create a new one over the surviving ranks"},
     {"ncclCommGetUniqueId", "tessera cannot grow a communicator (ncclCommGrow)"},
     {"ncclCommGrow", "tessera cannot grow a communicator"},
     {"ncclCommMemStats", "tessera does not report per-communicator memory statistics"},

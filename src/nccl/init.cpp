@@ -290,6 +290,38 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newc
   return ready(c, api, /*fallback=*/!inGroup());
 }
 
+ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                            ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  const char* api = "ncclCommShrink";
+  ncclComm* parent = nullptr;
+  ncclResult_t r = lookup(comm, api, &parent);
+  if (r != ncclSuccess) return r;
+  if (newcomm == nullptr) return fail(ncclInvalidArgument, "%s: newcomm is NULL", api);
+  *newcomm = nullptr;
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+    return fail(ncclInvalidArgument,
+                "%s: shrinkFlags %d is neither NCCL_SHRINK_DEFAULT nor NCCL_SHRINK_ABORT", api,
+                shrinkFlags);
+  tsrConfig_t cfg;
+  bool blocking = parent->blocking;
+  if (config != nullptr) {
+    r = readConfig(config, api, &cfg, &blocking);
+    if (r != ncclSuccess) return r;
+  }
+  ncclComm* c = newComm();
+  c->blocking = blocking;
+  const int flags = shrinkFlags == NCCL_SHRINK_ABORT ? TSR_SHRINK_ABORT : TSR_SHRINK_DEFAULT;
+  tsrResult_t tr = tsrCommShrink(parent->tsr, excludeRanksList, excludeRanksCount, &c->tsr,
+                                 config != nullptr ? &cfg : nullptr, flags);
+  if (tr != tsrSuccess && tr != tsrInProgress) {
+    retire(c);
+    return fromTsr(tr, api);
+  }
+  *newcomm = c;
+  if (tr == tsrInProgress) return ncclInProgress;
+  return ready(c, api, /*fallback=*/!inGroup());
+}
+
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   ncclComm* c = nullptr;
   ncclResult_t r = lookup(comm, "ncclCommFinalize", &c);

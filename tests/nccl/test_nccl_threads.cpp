@@ -80,14 +80,10 @@ TEST(NcclSymbols, ProfilingNamesAreTheSameFunctions) {
 }
 
 TEST(NcclRefused, SaysWhichFunctionAndWhy) {
-  int n = 0;
-  ncclComm_t child = nullptr;
-  EXPECT_EQ(ncclCommShrink(nullptr, &n, 0, &child, nullptr, 0), ncclInvalidUsage);
-  std::string why = ncclGetLastError(nullptr);
-  EXPECT_NE(why.find("ncclCommShrink"), std::string::npos) << why;
-  EXPECT_NE(why.find("not supported"), std::string::npos) << why;
   EXPECT_EQ(ncclCommRevoke(nullptr, 0), ncclInvalidUsage);
-  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("ncclCommRevoke"), std::string::npos);
+  std::string why = ncclGetLastError(nullptr);
+  EXPECT_NE(why.find("ncclCommRevoke"), std::string::npos) << why;
+  EXPECT_NE(why.find("not supported"), std::string::npos) << why;
 }
 
 TEST_F(NcclThreads, QueriesAndHostOnlyDevice) {
@@ -329,6 +325,40 @@ TEST_F(NcclThreads, SplitByParity) {
     if (r != 0) {
       EXPECT_EQ(ncclCommDestroy(none), ncclSuccess);
     }
+  });
+}
+
+// ncclCommShrink (NCCL 2.27): the survivors make a communicator without the excluded rank, in
+// parent order; the excluded rank does not call it. Bad input is refused with a sentence.
+TEST_F(NcclThreads, ShrinkWithoutTheMiddleRank) {
+  int excluded = 1;
+  ncclComm_t none = reinterpret_cast<ncclComm_t>(1);
+  EXPECT_EQ(ncclCommShrink(comms_[0], &excluded, 1, &none, nullptr, 7), ncclInvalidArgument);
+  EXPECT_EQ(none, nullptr);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("shrinkFlags"), std::string::npos);
+  EXPECT_EQ(ncclCommShrink(comms_[0], &excluded, 1, nullptr, nullptr, NCCL_SHRINK_DEFAULT),
+            ncclInvalidArgument);
+  onRanks(comms_, [&](int r, ncclComm_t comm) {
+    if (r == excluded) return;
+    ncclComm_t child = nullptr;
+    ASSERT_EQ(ncclCommShrink(comm, &excluded, 1, &child, nullptr, NCCL_SHRINK_DEFAULT), ncclSuccess)
+        << ncclGetLastError(nullptr);
+    ASSERT_NE(child, nullptr);
+    int n = 0, cr = -1;
+    ASSERT_EQ(ncclCommCount(child, &n), ncclSuccess);
+    ASSERT_EQ(ncclCommUserRank(child, &cr), ncclSuccess);
+    EXPECT_EQ(n, kRanks - 1);
+    EXPECT_EQ(cr, r == 0 ? 0 : 1);
+    int64_t v = r + 1, sum = 0;
+    ASSERT_EQ(ncclAllReduce(&v, &sum, 1, ncclInt64, ncclSum, child, nullptr), ncclSuccess);
+    EXPECT_EQ(sum, 1 + 3);
+    EXPECT_EQ(ncclCommDestroy(child), ncclSuccess);
+  });
+  // The parent stays usable after a default shrink.
+  onRanks(comms_, [&](int r, ncclComm_t comm) {
+    int64_t v = r + 1, sum = 0;
+    ASSERT_EQ(ncclAllReduce(&v, &sum, 1, ncclInt64, ncclSum, comm, nullptr), ncclSuccess);
+    EXPECT_EQ(sum, 1 + 2 + 3);
   });
 }
 

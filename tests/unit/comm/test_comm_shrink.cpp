@@ -1,0 +1,226 @@
+// tsrCommShrink through the C API on thread ranks: survivors of a healthy communicator, survivors
+// of one whose peer aborted mid-call (TSR_SHRINK_ABORT), both thread bootstraps (in-process and
+// unique id), and bad input. The shrunk communicator's all-reduce is checked against a serial sum.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "support/harness.hpp"
+#include "tessera/tessera.h"
+
+namespace {
+
+enum class Boot { kInproc, kUniqueId };
+
+std::vector<tsrComm_t> makeComms(Boot boot, int n, int timeoutMs = TSR_CONFIG_UNDEF_INT) {
+  std::vector<tsrComm_t> comms(static_cast<size_t>(n), nullptr);
+  if (boot == Boot::kInproc) {
+    EXPECT_EQ(tsrCommInitAll(comms.data(), n, nullptr), tsrSuccess) << tsrGetLastError(nullptr);
+    return comms;
+  }
+  tsrUniqueId id;
+  EXPECT_EQ(tsrGetUniqueId(&id), tsrSuccess);
+  tsrConfig_t config = TSR_CONFIG_INITIALIZER;
+  config.timeoutMs = timeoutMs;
+  tessera::test::runRanks(n, [&](int r) {
+    EXPECT_EQ(tsrCommInitRankConfig(&comms[static_cast<size_t>(r)], n, id, r, &config), tsrSuccess)
+        << tsrGetLastError(nullptr);
+  });
+  return comms;
+}
+
+int64_t value(int parentRank, size_t i) { return int64_t{parentRank + 1} * 1000003 + int64_t(i); }
+
+// Every survivor's all-reduce on its shrunk communicator equals the serial sum over survivors.
+void expectShrunkWorks(const std::vector<tsrComm_t>& shrunk, const std::vector<int>& survivors) {
+  const size_t count = 4099;  // prime: uneven chunks
+  const int n = static_cast<int>(shrunk.size());
+  std::vector<std::vector<int64_t>> out(shrunk.size(), std::vector<int64_t>(count, -1));
+  tessera::test::runRanks(static_cast<int>(survivors.size()), [&](int i) {
+    const int parent = survivors[static_cast<size_t>(i)];
+    tsrComm_t c = shrunk[static_cast<size_t>(parent)];
+    int rank = -1, size = -1;
+    ASSERT_EQ(tsrCommUserRank(c, &rank), tsrSuccess);
+    ASSERT_EQ(tsrCommCount(c, &size), tsrSuccess);
+    EXPECT_EQ(rank, i) << "survivors keep their order";
+    EXPECT_EQ(size, static_cast<int>(survivors.size()));
+    std::vector<int64_t> in(count);
+    for (size_t k = 0; k < count; ++k) in[k] = value(parent, k);
+    EXPECT_EQ(tsrAllReduce(in.data(), out[static_cast<size_t>(parent)].data(), count, tsrInt64,
+                           tsrSum, c, nullptr),
+              tsrSuccess)
+        << tsrGetLastError(c);
+  });
+  std::vector<int64_t> want(count, 0);
+  for (int p : survivors)
+    for (size_t k = 0; k < count; ++k) want[k] += value(p, k);
+  for (int p : survivors) EXPECT_EQ(out[static_cast<size_t>(p)], want) << "parent rank " << p;
+  (void)n;
+}
+
+class CommShrink : public ::testing::TestWithParam<Boot> {};
+
+// No failure: rank 1 sits out (it does not call); the parent stays usable by all four.
+TEST_P(CommShrink, HealthyParentExcludingOneRank) {
+  const int n = 4;
+  std::vector<tsrComm_t> comms = makeComms(GetParam(), n);
+  const std::vector<int> survivors = {0, 2, 3};
+  const int excluded[] = {1};
+  std::vector<tsrComm_t> shrunk(n, nullptr);
+  tessera::test::runRanks(3, [&](int i) {
+    const int r = survivors[static_cast<size_t>(i)];
+    EXPECT_EQ(tsrCommShrink(comms[static_cast<size_t>(r)], excluded, 1,
+                            &shrunk[static_cast<size_t>(r)], nullptr, TSR_SHRINK_DEFAULT),
+              tsrSuccess)
+        << tsrGetLastError(nullptr);
+  });
+  for (int r : survivors) ASSERT_NE(shrunk[static_cast<size_t>(r)], nullptr);
+  expectShrunkWorks(shrunk, survivors);
+  // The parent, all four ranks, still reduces right.
+  std::vector<int64_t> sums(n, -1);
+  tessera::test::runRanks(n, [&](int r) {
+    int64_t mine = r + 1;
+    EXPECT_EQ(tsrAllReduce(&mine, &sums[static_cast<size_t>(r)], 1, tsrInt64, tsrSum,
+                           comms[static_cast<size_t>(r)], nullptr),
+              tsrSuccess)
+        << tsrGetLastError(nullptr);
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(sums[static_cast<size_t>(r)], 10);
+  for (tsrComm_t c : shrunk) {
+    if (c != nullptr) {
+      EXPECT_EQ(tsrCommDestroy(c), tsrSuccess);
+    }
+  }
+  for (tsrComm_t c : comms) EXPECT_EQ(tsrCommDestroy(c), tsrSuccess);
+}
+
+// A failure: rank 3 aborts instead of joining an all-reduce; the others' calls fail (within the
+// 3 s deadline of their config), they shrink with TSR_SHRINK_ABORT, destroy the broken
+// communicator and carry on with the shrunk one.
+TEST_P(CommShrink, SurvivorsOfAnAbortedPeerShrinkAndCarryOn) {
+  const int n = 4;
+  std::vector<tsrComm_t> comms = makeComms(GetParam(), n, 3000);
+  if (GetParam() == Boot::kInproc) {
+    // tsrCommInitAll has no config: the short deadline comes from splitting with one.
+    tsrConfig_t config = TSR_CONFIG_INITIALIZER;
+    config.timeoutMs = 3000;
+    std::vector<tsrComm_t> children(n, nullptr);
+    tessera::test::runRanks(n, [&](int r) {
+      EXPECT_EQ(tsrCommSplit(comms[static_cast<size_t>(r)], 0, r, &children[static_cast<size_t>(r)],
+                             &config),
+                tsrSuccess)
+          << tsrGetLastError(nullptr);
+    });
+    for (tsrComm_t c : comms) EXPECT_EQ(tsrCommDestroy(c), tsrSuccess);
+    comms = children;
+  }
+  const std::vector<int> survivors = {0, 1, 2};
+  const int dead[] = {3};
+  std::vector<tsrComm_t> shrunk(n, nullptr);
+  std::vector<std::string> errors(n);
+  tessera::test::runRanks(
+      n,
+      [&](int r) {
+        tsrComm_t c = comms[static_cast<size_t>(r)];
+        // The same call works first, so the failure hits the call itself (its transports'
+        // waits, within the config's 3 s), not the setup of its plan through the bootstrap.
+        std::vector<float> warm(1 << 16, 1.0f);
+        EXPECT_EQ(
+            tsrAllReduce(warm.data(), warm.data(), warm.size(), tsrFloat32, tsrSum, c, nullptr),
+            tsrSuccess);
+        if (r == 3) {
+          EXPECT_EQ(tsrCommAbort(c), tsrSuccess);
+          return;
+        }
+        std::vector<float> buf(1 << 16, 1.0f);
+        tsrResult_t res =
+            tsrAllReduce(buf.data(), buf.data(), buf.size(), tsrFloat32, tsrSum, c, nullptr);
+        EXPECT_NE(res, tsrSuccess)
+            << "rank " << r << ": a peer that aborted cannot have taken part";
+        errors[static_cast<size_t>(r)] = tsrGetLastError(c);
+        EXPECT_EQ(
+            tsrCommShrink(c, dead, 1, &shrunk[static_cast<size_t>(r)], nullptr, TSR_SHRINK_ABORT),
+            tsrSuccess)
+            << tsrGetLastError(nullptr);
+        // The broken communicator refuses further work, and is destroyed.
+        int64_t x = 0;
+        EXPECT_NE(tsrAllReduce(&x, &x, 1, tsrInt64, tsrSum, c, nullptr), tsrSuccess);
+        EXPECT_EQ(tsrCommDestroy(c), tsrSuccess);
+      },
+      60);
+  for (int r : survivors) {
+    SCOPED_TRACE("rank " + std::to_string(r) + ": " + errors[static_cast<size_t>(r)]);
+    EXPECT_FALSE(errors[static_cast<size_t>(r)].empty());
+    ASSERT_NE(shrunk[static_cast<size_t>(r)], nullptr);
+  }
+  expectShrunkWorks(shrunk, survivors);
+  for (tsrComm_t c : shrunk) {
+    if (c != nullptr) {
+      EXPECT_EQ(tsrCommDestroy(c), tsrSuccess);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Bootstraps, CommShrink, ::testing::Values(Boot::kInproc, Boot::kUniqueId),
+                         [](const auto& p) {
+                           return p.param == Boot::kInproc ? "inproc" : "unique_id";
+                         });
+
+TEST(CommShrinkBadInput, RefusedWithASentenceAndNothingMade) {
+  std::vector<tsrComm_t> comms(2, nullptr);
+  ASSERT_EQ(tsrCommInitAll(comms.data(), 2, nullptr), tsrSuccess);
+  tsrComm_t out = reinterpret_cast<tsrComm_t>(0x1);
+  struct Case {
+    std::vector<int> list;
+    int count;
+    int flags;
+    const char* says;
+  } cases[] = {
+      {{0}, 1, TSR_SHRINK_DEFAULT, "this rank (0)"},
+      {{5}, 1, TSR_SHRINK_DEFAULT, "outside [0, 2)"},
+      {{-1}, 1, TSR_SHRINK_DEFAULT, "outside [0, 2)"},
+      {{1, 1}, 2, TSR_SHRINK_DEFAULT, "excluded twice"},
+      {{1}, -1, TSR_SHRINK_DEFAULT, "excludeRanksCount is -1"},
+      {{1}, 1, 0x4, "unknown flags 0x4"},
+  };
+  for (const Case& c : cases) {
+    out = reinterpret_cast<tsrComm_t>(0x1);
+    EXPECT_EQ(tsrCommShrink(comms[0], c.list.data(), c.count, &out, nullptr, c.flags),
+              tsrInvalidArgument)
+        << c.says;
+    EXPECT_EQ(out, nullptr);
+    std::string why = tsrGetLastError(nullptr);
+    EXPECT_NE(why.find(c.says), std::string::npos) << why;
+  }
+  EXPECT_EQ(tsrCommShrink(comms[0], nullptr, 1, &out, nullptr, 0), tsrInvalidArgument);
+  EXPECT_NE(std::string(tsrGetLastError(nullptr)).find("excludeRanksList is NULL"),
+            std::string::npos);
+  const int one[] = {1};
+  EXPECT_EQ(tsrCommShrink(comms[0], one, 1, nullptr, nullptr, 0), tsrInvalidArgument);
+  EXPECT_EQ(tsrCommShrink(nullptr, one, 1, &out, nullptr, 0), tsrInvalidArgument);
+  // The communicator is untouched: both ranks still reduce right.
+  std::vector<int64_t> sums(2, -1);
+  tessera::test::runRanks(2, [&](int r) {
+    int64_t mine = r + 5;
+    EXPECT_EQ(tsrAllReduce(&mine, &sums[static_cast<size_t>(r)], 1, tsrInt64, tsrSum,
+                           comms[static_cast<size_t>(r)], nullptr),
+              tsrSuccess);
+  });
+  EXPECT_EQ(sums, (std::vector<int64_t>{11, 11}));
+  // Excluding nobody: a copy of the communicator, ranks unchanged.
+  std::vector<tsrComm_t> copy(2, nullptr);
+  tessera::test::runRanks(2, [&](int r) {
+    EXPECT_EQ(tsrCommShrink(comms[static_cast<size_t>(r)], nullptr, 0,
+                            &copy[static_cast<size_t>(r)], nullptr, 0),
+              tsrSuccess)
+        << tsrGetLastError(nullptr);
+  });
+  expectShrunkWorks(copy, {0, 1});
+  for (tsrComm_t c : copy) EXPECT_EQ(tsrCommDestroy(c), tsrSuccess);
+  for (tsrComm_t c : comms) EXPECT_EQ(tsrCommDestroy(c), tsrSuccess);
+}
+
+}  // namespace
