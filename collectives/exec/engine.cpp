@@ -7,6 +7,7 @@
 #include "collectives/exec/device/device_executor.hpp"
 #include "collectives/exec/engine_impl.hpp"
 #include "collectives/exec/host_ops.hpp"
+#include "collectives/exec/pending_dump.hpp"
 #include "collectives/plan/verifier.hpp"
 #include "core/datatype.hpp"
 #include "core/env.hpp"
@@ -38,9 +39,7 @@ class LocalOperation final : public ExecOperation {
   LocalOperation(EngineImpl* e, const CollCall& call, uint64_t callNo)
       : e_(e), call_(call), callNo_(callNo), seq_(e->takeTurn()) {}
   ~LocalOperation() override {
-    if (!done_)
-      e_->poison(
-          TSR_FAIL(tsrInvalidUsage, "%s was destroyed before it completed", describe().c_str()));
+    if (!done_) e_->abandoned(describe());
   }
   Result progress(bool* done) override {
     moved_ = false;
@@ -145,6 +144,7 @@ Result EngineImpl::init() {
   profile_.parkedNsAtStart = threadWaitStats().parkedNs;
   connections_.resize(static_cast<size_t>(nranks_));
   p2p_.resize(static_cast<size_t>(nranks_));
+  if (dumpOnTimeout()) installDumpSignal();
   // The tuner's transports (intraHost_, interHost_) are agreed on at the first tuned call: the
   // engine is made on a rank's first call, which may be a send/recv that other ranks never make.
   return tsrSuccess;
@@ -156,6 +156,15 @@ Result EngineImpl::poison(Result code) {
     poisonWhy_ = lastErrorMessage();
   }
   return code;
+}
+
+void EngineImpl::abandoned(const std::string& what) {
+  std::string why = what + " was destroyed before it completed";
+  TSR_WARN("rank %d: %s", rank_, why.c_str());
+  if (poisoned_ == tsrSuccess) {
+    poisoned_ = tsrInvalidUsage;
+    poisonWhy_ = std::move(why);
+  }
 }
 
 Result EngineImpl::start(const CollCall& call, std::unique_ptr<Operation>* out) {
@@ -230,6 +239,14 @@ Result EngineImpl::start(const CollCall& call, std::unique_ptr<Operation>* out) 
   return makeCollOperation(this, call, callNo, plain, zc, cross, handshake, out);
 }
 
+void EngineImpl::remember(const ChoiceKey& key, BoundPlan* plan) {
+  // One entry per distinct byte count: a program whose sizes never repeat (a soak of random
+  // sizes) would grow the map without end, so it starts over at kMaxChoices. The plans stay in
+  // the plan cache; only the tuner is asked again.
+  if (choices_.size() >= kMaxChoices) choices_.clear();
+  choices_.emplace(key, plan);
+}
+
 Result EngineImpl::choose(Collective c, size_t bytes, int root, Staging staging, BoundPlan** out) {
   if (!classesAgreed_) {
     Result r = agreeTransportClasses();
@@ -275,7 +292,7 @@ Result EngineImpl::choose(Collective c, size_t bytes, int root, Staging staging,
     TuneChoice plain;
     if (!choice.measured) TSR_CHECK(tuner_.choose(staged, &plain));
     if (!choice.zeroCopy || (!choice.measured && choice.predictedUs >= plain.predictedUs)) {
-      choices_.emplace(key, nullptr);
+      remember(key, nullptr);
       *out = nullptr;
       return tsrSuccess;
     }
@@ -288,7 +305,7 @@ Result EngineImpl::choose(Collective c, size_t bytes, int root, Staging staging,
              choice.zeroCopy && staging != Staging::kScratch};
   BoundPlan* bp = nullptr;
   TSR_CHECK(planFor(pk, &bp));
-  choices_.emplace(key, bp);
+  remember(key, bp);
   *out = bp;
   return tsrSuccess;
 }

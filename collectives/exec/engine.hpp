@@ -88,7 +88,10 @@ struct EngineOptions {
   TransportContext* transports = nullptr;  // required; outlives the engine
   int rank = 0;
   int nranks = 1;
-  std::vector<int> hostOf;      // host index of each rank (size nranks)
+  std::vector<int> hostOf;  // host index of each rank (size nranks)
+  // Process id of each rank on this host in another process, -1 for the others (what
+  // TESSERA_DUMP_ON_TIMEOUT signals; empty: none).
+  std::vector<int> peerPids;
   double timeoutSeconds = 300;  // every wait's deadline
   size_t scratchBytes = 0;      // per plan; 0: TESSERA_SCRATCH_BYTES
   // The device executor (enqueue): this rank's GPU, or -1. With deviceEmulation it runs on host

@@ -210,6 +210,9 @@ class ExecOperation : public Operation {
   // tsrSuccess while every peer the operation still needs may be alive (Connection::peerStatus
   // of those only: a peer that finished its part may be gone already).
   virtual Result checkPeers() const = 0;
+  // The processes of this host whose ranks the operation's communicator shares
+  // (TESSERA_DUMP_ON_TIMEOUT signals them when the operation's wait times out).
+  virtual const std::vector<int>* dumpPeers() const { return nullptr; }
 
  protected:
   void markMoved() {
@@ -247,6 +250,7 @@ class EngineImpl final : public CollectiveEngine {
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
+  const std::vector<int>* peerPids() const { return &options_.peerPids; }
   // TESSERA_PROFILE (profile.hpp): the host executor's op times, when on.
   bool profiling() const { return profiling_; }
   ExecProfile& profile() { return profile_; }
@@ -261,6 +265,11 @@ class EngineImpl final : public CollectiveEngine {
   void endTurn() { ++running_; }
   // An operation failed (or was dropped unfinished): every later call fails with this.
   Result poison(Result code);
+  // An operation destroyed unfinished (its wait timed out or was aborted, or its group was
+  // dropped): poisons the engine with "<what> was destroyed before it completed", logged but
+  // not recorded as the thread's last error, so the caller still reads why the wait ended
+  // (the timeout's sentence naming what each operation waits for).
+  void abandoned(const std::string& what);
 
   // While an operation waits: timeouts, dead peers, abort, and progress of non-mapping
   // connections. Returns tsrSuccess while it may go on waiting.
@@ -346,6 +355,7 @@ class EngineImpl final : public CollectiveEngine {
   Result userPlan(const std::shared_ptr<const Plan>& plan, BoundPlan** out);
   // *out may be null for kCross: no cross-memory candidate for this call.
   Result choose(Collective c, size_t bytes, int root, Staging staging, BoundPlan** out);
+  void remember(const ChoiceKey& key, BoundPlan* plan);  // into choices_, which it bounds
   Result overridePlan(const CollCall& call, bool zeroCopy, BoundPlan** out);
   Result overrideLookup(const CollCall& call, bool zeroCopy, BoundPlan** out);
   Result finishPlan(std::shared_ptr<const Plan> plan, BoundPlan** out,
@@ -373,7 +383,8 @@ class EngineImpl final : public CollectiveEngine {
 
   Tuner tuner_;
   TunerParams tunerSnapshot_;
-  std::unordered_map<ChoiceKey, BoundPlan*, ChoiceHash> choices_;
+  static constexpr size_t kMaxChoices = 4096;
+  std::unordered_map<ChoiceKey, BoundPlan*, ChoiceHash> choices_;  // bounded: remember()
   ChoiceKey lastChoiceKey_{};
   BoundPlan* lastChoice_ = nullptr;
   struct OverrideHit {

@@ -48,7 +48,7 @@ class CollOperation final : public ExecOperation, public Recycled<CollOperation>
   }
 
   ~CollOperation() override {
-    if (phase_ != kDone && phase_ != kFailed) e_->poison(abandoned());
+    if (phase_ != kDone && phase_ != kFailed) e_->abandoned(describe());
   }
 
   Result progress(bool* done) override {
@@ -137,6 +137,7 @@ class CollOperation final : public ExecOperation, public Recycled<CollOperation>
     return true;
   }
 
+  const std::vector<int>* dumpPeers() const override { return e_->peerPids(); }
   std::string blocked() const override {
     std::string head = strprintf("%s (call %llu): rank %d ", label().c_str(),
                                  static_cast<unsigned long long>(callNo_), e_->rank());
@@ -177,10 +178,6 @@ class CollOperation final : public ExecOperation, public Recycled<CollOperation>
   std::string label() const {
     const BoundPlan* bp = run_.plan != nullptr ? run_.plan : plain_;
     return bp != nullptr ? bp->label : collectiveName(coll_);
-  }
-
-  Result abandoned() const {
-    return TSR_FAIL(tsrInvalidUsage, "%s was destroyed before it completed", describe().c_str());
   }
 
   void choosePlan(BoundPlan* bp) {

@@ -55,9 +55,7 @@ class LLOperation final : public ExecOperation, public Recycled<LLOperation, 4> 
   }
 
   ~LLOperation() override {
-    if (!done_ && failed_ == tsrSuccess)
-      e_->poison(
-          TSR_FAIL(tsrInvalidUsage, "%s was destroyed before it completed", describe().c_str()));
+    if (!done_ && failed_ == tsrSuccess) e_->abandoned(describe());
   }
 
   Result progress(bool* done) override {
@@ -110,6 +108,7 @@ class LLOperation final : public ExecOperation, public Recycled<LLOperation, 4> 
                      call_.count, dtypeName(call_.dtype), static_cast<unsigned long long>(callNo_));
   }
 
+  const std::vector<int>* dumpPeers() const override { return e_->peerPids(); }
   std::string blocked() const override {
     std::string head = describe() + strprintf(": rank %d ", rank_);
     if (!e_->myTurn(seq_))

@@ -44,9 +44,7 @@ class P2POperation final : public ExecOperation {
     recvAt_.assign(static_cast<size_t>(e->nranks()), 0);
   }
   ~P2POperation() override {
-    if (!done_ && failed_ == tsrSuccess)
-      e_->poison(
-          TSR_FAIL(tsrInvalidUsage, "%s was destroyed before it completed", describe().c_str()));
+    if (!done_ && failed_ == tsrSuccess) e_->abandoned(describe());
   }
   // Setup failed before the operation was handed out (the engine is poisoned already).
   void abandon(Result code) { failed_ = code; }
@@ -124,6 +122,7 @@ class P2POperation final : public ExecOperation {
     return true;
   }
 
+  const std::vector<int>* dumpPeers() const override { return e_->peerPids(); }
   std::string blocked() const override {
     std::string head = strprintf("%s: rank %d ", describe().c_str(), e_->rank());
     if (!e_->myTurn(seq_))

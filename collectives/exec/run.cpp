@@ -1,6 +1,7 @@
 // runOperations (engine.hpp): one thread drives a set of operations, which may belong to
 // several communicators, round-robin until all are done.
 #include "collectives/exec/engine_impl.hpp"
+#include "collectives/exec/pending_dump.hpp"
 #include "core/park.hpp"
 
 namespace tessera {
@@ -10,6 +11,31 @@ constexpr size_t kInline = 16;  // most calls drive one operation: no allocation
 }  // namespace
 
 namespace {
+
+// What every pending operation waits for, "; "-separated.
+std::string pendingText(Operation* const* ops, const bool* done, size_t n) {
+  std::string pending;
+  for (size_t i = 0; i < n; ++i) {
+    if (done[i]) continue;
+    auto* x = dynamic_cast<ExecOperation*>(ops[i]);
+    pending += (pending.empty() ? "" : "; ") + (x != nullptr ? x->blocked() : ops[i]->describe());
+  }
+  return pending;
+}
+
+// TESSERA_DUMP_ON_TIMEOUT at a timeout: the same host's peers of every pending operation.
+void signalPeersOf(Operation* const* ops, const bool* done, size_t n) {
+  std::vector<int> pids;
+  for (size_t i = 0; i < n; ++i) {
+    auto* x = done[i] ? nullptr : dynamic_cast<ExecOperation*>(ops[i]);
+    const std::vector<int>* p = x != nullptr ? x->dumpPeers() : nullptr;
+    if (p != nullptr) pids.insert(pids.end(), p->begin(), p->end());
+  }
+  int sent = signalDumpPeers(pids);
+  if (sent > 0)
+    TSR_WARN("TESSERA_DUMP_ON_TIMEOUT: asked %d process(es) of this host to log what they wait for",
+             sent);
+}
 
 // Lowers the flags of an armed park on every way out.
 struct ParkGuard {
@@ -35,6 +61,7 @@ Result runAll(Operation* const* ops, size_t n, double timeoutSeconds) {
   }
   size_t left = n;
   Deadline deadline = Deadline::after(timeoutSeconds);
+  uint64_t dumpSeen = dumpGeneration();
   HostWaiter waiter;
   ParkSet park;
   ParkGuard guard{park};
@@ -68,16 +95,22 @@ Result runAll(Operation* const* ops, size_t n, double timeoutSeconds) {
       waiter.moved();
       continue;
     }
-    if ((slept || (iter & 63) == 63) && deadline.expired()) {
-      std::string pending;
-      for (size_t i = 0; i < n; ++i) {
-        if (done[i]) continue;
-        auto* x = dynamic_cast<ExecOperation*>(ops[i]);
-        pending +=
-            (pending.empty() ? "" : "; ") + (x != nullptr ? x->blocked() : ops[i]->describe());
+    if (slept || (iter & 63) == 63) {
+      if (deadline.expired()) {
+        std::string pending = pendingText(ops, done, n);
+        if (dumpOnTimeout()) {
+          TSR_WARN("TESSERA_DUMP_ON_TIMEOUT: pending after %.3g s: %s", timeoutSeconds,
+                   pending.c_str());
+          signalPeersOf(ops, done, n);
+        }
+        return TSR_FAIL(tsrTimeout, "%zu of %zu operations still pending after %.3g s: %s", left, n,
+                        timeoutSeconds, pending.c_str());
       }
-      return TSR_FAIL(tsrTimeout, "%zu of %zu operations still pending after %.3g s: %s", left, n,
-                      timeoutSeconds, pending.c_str());
+      if (uint64_t g = dumpGeneration(); g != dumpSeen) {
+        dumpSeen = g;
+        TSR_WARN("TESSERA_DUMP_ON_TIMEOUT (SIGUSR1): pending: %s",
+                 pendingText(ops, done, n).c_str());
+      }
     }
     ++iter;
     if (slept || waiter.idle() == WaitStep::kPoll) continue;

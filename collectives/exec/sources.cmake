@@ -10,6 +10,7 @@ list(APPEND TESSERA_COLLECTIVES_SOURCES
   exec/p2p.cpp
   exec/host_ll.cpp
   exec/run.cpp
+  exec/pending_dump.cpp
   exec/profile.cpp
   exec/device_engine.cpp)
 include(${CMAKE_CURRENT_LIST_DIR}/device/sources.cmake)

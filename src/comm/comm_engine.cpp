@@ -42,6 +42,9 @@ Result CommImpl::collectives(CollectiveEngine** out) {
     o.rank = rank();
     o.nranks = nranks();
     o.hostOf = hostIndices(placements_);
+    for (int p = 0; p < nranks(); ++p)
+      o.peerPids.push_back(
+          localityOf(p) == Locality::kSameHost ? placements_[static_cast<size_t>(p)].pid : -1);
     o.timeoutSeconds = ctx->timeoutSeconds();  // TESSERA_TRANSPORT_TIMEOUT
     // The device executor runs on this rank's GPU (none on a host-only rank); its resident grid
     // follows the config (minCTAs / maxCTAs, which default to TESSERA_MIN_CTAS / _MAX_CTAS).

@@ -183,6 +183,12 @@ constexpr EnvVarInfo kRegistry[] = {
      "seconds a transport wait (semaphore, flush, proxy FIFO, connection setup) may take before "
      "it fails with tsrTimeout naming rank, peer and operation",
      nullptr, 0.001, 1e7, nullptr},
+    {"TESSERA_DUMP_ON_TIMEOUT", EnvType::kBool, "0",
+     "1: a call whose wait passes its deadline logs what each of its operations waits for "
+     "(collective, call number, plan step, semaphore value expected and seen) and sends SIGUSR1 "
+     "to the same host's processes of its communicators; a process with it set logs its "
+     "waiting calls the same way on SIGUSR1 (kill -USR1 PID by hand too)",
+     nullptr, 0, 0, nullptr},
     {"TESSERA_ALGO", EnvType::kString, "",
      "algorithms the tuner may pick, in NCCL's syntax: \"ring,tree\" (only these), \"^tree\" (all "
      "but), \"allreduce:ring;allgather:^rhd\" (per collective); families: ring, tree, rhd, "
