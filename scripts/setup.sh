@@ -4,8 +4,10 @@
 #
 # Debian/Ubuntu packages: compilers and build tools, Open MPI, UCX (+ ucx-utils for
 # ucx_perftest), hwloc, GoogleTest sources and libraries, nlohmann/json (transport_perf's JSON),
-# ccache, pkg-config; CMake >= 3.25 from the Python package index where the distribution's is
-# older; torch, pytest and numpy from it for the torch backend (TESSERA_SETUP_TORCH=0: not).
+# ccache, pkg-config; iproute2 and util-linux (the fault tests' network namespaces: ip, unshare);
+# clang and its runtime (scripts/fuzz.sh's libFuzzer targets); CMake >= 3.25 from the Python
+# package index where the distribution's is older; torch, pytest and numpy from it for the torch
+# backend (TESSERA_SETUP_TORCH=0: not).
 # Where something cannot be installed (no apt-get, no root, offline), it says what is missing
 # and carries on: configure then skips each optional dependency it does not find, and stops with
 # a sentence for a required one.
@@ -18,6 +20,8 @@ PACKAGES=(
   libhwloc-dev hwloc-nox
   googletest libgtest-dev
   nlohmann-json3-dev
+  iproute2 util-linux
+  clang libclang-rt-14-dev
 )
 MIN_CMAKE=3.25
 
