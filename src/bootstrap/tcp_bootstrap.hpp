@@ -60,6 +60,9 @@ class TcpBootstrap final : public Bootstrap {
                    std::unique_ptr<Bootstrap>* child) override;
 
  private:
+  // tests/fuzz/fuzz_bootstrap_wire.cpp drives the reading code below without a root or sockets.
+  friend struct TcpBootstrapWireFuzz;
+
   // A connection a peer opened to us, over which it sends us frames.
   struct Inbound {
     int fd = -1;
