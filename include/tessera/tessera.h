@@ -23,8 +23,17 @@ extern "C" {
 #define TSR_API
 #endif
 
+/* The enums are int-sized in C and C++ alike; in C++ every int is a value of them (a fixed
+ * underlying type), so a C caller's out-of-range value reaches the library's checks, which
+ * refuse it, instead of being undefined behaviour there. */
+#ifdef __cplusplus
+#define TSR_ENUM_INT : int
+#else
+#define TSR_ENUM_INT
+#endif
+
 /* ---- Result codes (values mirror NCCL's ncclResult_t) ---------------------------------------- */
-typedef enum {
+typedef enum TSR_ENUM_INT {
   tsrSuccess = 0,
   tsrUnhandledCudaError = 1,
   tsrSystemError = 2,
@@ -38,7 +47,7 @@ typedef enum {
 } tsrResult_t;
 
 /* ---- Datatypes (values mirror NCCL's where NCCL has the type) ------------------------------ */
-typedef enum {
+typedef enum TSR_ENUM_INT {
   tsrInt8 = 0,
   tsrChar = 0,
   tsrUint8 = 1,
@@ -60,7 +69,7 @@ typedef enum {
 } tsrDataType_t;
 
 /* ---- Reduction operations ---------------------------------------------------------------- */
-typedef enum {
+typedef enum TSR_ENUM_INT {
   tsrSum = 0,
   tsrProd = 1,
   tsrMax = 2,
@@ -71,7 +80,7 @@ typedef enum {
   tsrMaxRedOp = 0x7fffffff
 } tsrRedOp_t;
 
-typedef enum {
+typedef enum TSR_ENUM_INT {
   tsrScalarDevice = 0,       /* the scalar lives in device memory, read when the call runs */
   tsrScalarHostImmediate = 1 /* the scalar is read from host memory when the op is created */
 } tsrScalarResidence_t;
@@ -272,7 +281,7 @@ TSR_API tsrResult_t tsrMemFree(void* ptr);
 #define TSR_FUSED_ATOMIC 1      /* partials accumulated atomically as they arrive */
 #define TSR_FUSED_COPY_ENGINE 2 /* tsrAllGatherGemm on device: shards move by copy engine */
 
-typedef enum {
+typedef enum TSR_ENUM_INT {
   tsrFusedGemmReduceScatter = 0,
   tsrFusedAllGatherGemm = 1,
   tsrFusedGemmAllReduce = 2

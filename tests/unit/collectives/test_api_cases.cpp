@@ -243,7 +243,7 @@ Case makeCase(const Spec& spec, int nranks) {
     switch (spec.coll) {
       case Collective::kAllGather:
         c.recv[r].assign(outBytes, kSentinel);
-        std::memcpy(c.recv[r].data() + r * block, input[r].data(), block);
+        if (block > 0) std::memcpy(c.recv[r].data() + r * block, input[r].data(), block);
         break;
       case Collective::kBroadcast:
         c.recv[r] =
@@ -327,7 +327,8 @@ std::string checkCase(const Case& c, int rank) {
   if (!c.spec.inPlace && c.send[r] != c.sendCopy[r]) note(" sendbuff was modified;");
   if (e.values.empty()) {
     if (e.offset + e.bytes.size() > recv.size() ||
-        std::memcmp(recv.data() + e.offset, e.bytes.data(), e.bytes.size()) != 0) {
+        (!e.bytes.empty() &&
+         std::memcmp(recv.data() + e.offset, e.bytes.data(), e.bytes.size()) != 0)) {
       for (size_t i = 0; i < e.bytes.size(); ++i) {
         if (recv[e.offset + i] != e.bytes[i]) {
           char buf[96];
