@@ -16,9 +16,18 @@ namespace tessera::test {
 void runRanks(int nranks, const std::function<void(int rank)>& body, double deadlineSeconds = 60);
 
 // Forks `n` children (ranks as processes); child r runs body(r) and _exits with its return
-// value (an exception: 98). Waits at most `timeoutSeconds`, then kills what is left. Returns each
-// child's exit code (128 + signal when it was killed; -1 when the fork failed).
+// value (an exception: 98). Call it from a process with no other thread running: a child
+// inherits every lock another thread held at the fork, and where no fork handler releases it
+// (ASan's allocator in GCC 12 has none, unlike glibc's malloc) the child hangs on its first use.
+// So ranks that join one unique id get an id whose root rank 0 starts (loopbackCommId), not one
+// with a root thread in the parent. Waits at most `timeoutSeconds`, then kills what is left.
+// Returns each child's exit code (128 + signal when it was killed; -1 when the fork failed).
 std::vector<int> forkRanks(int n, const std::function<int(int rank)>& body, double timeoutSeconds);
+
+// "127.0.0.1:<port>" with a port that was free a moment ago: with TESSERA_COMM_ID set to it,
+// tsrGetUniqueId (createUserUniqueId) makes an id without starting a root in this process, and
+// rank 0 starts the root when it joins.
+std::string loopbackCommId();
 
 // Sets an environment variable for the life of the object, then restores the old value.
 class ScopedEnv {

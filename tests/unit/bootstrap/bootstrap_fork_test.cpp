@@ -69,7 +69,11 @@ class BootstrapFork : public ::testing::TestWithParam<int> {};
 TEST_P(BootstrapFork, TcpAcrossProcesses) {
   const int n = GetParam();
   tsrUniqueId id;
-  ASSERT_EQ(createUniqueId(&id), tsrSuccess) << lastErrorMessage();
+  {
+    // No root thread in this process while it forks (forkRanks says why): rank 0 starts it.
+    ScopedEnv commId("TESSERA_COMM_ID", loopbackCommId().c_str());
+    ASSERT_EQ(createUserUniqueId(&id), tsrSuccess) << lastErrorMessage();
+  }
   std::vector<int> codes = forkRanks(
       n,
       [&](int rank) {
@@ -115,7 +119,10 @@ TEST(BootstrapForkErrors, RootWhoseProcessExitedIsReportedQuickly) {
 TEST(BootstrapForkErrors, PeerThatDiesDuringRecvIsNamed) {
   ScopedEnv ifname("TESSERA_SOCKET_IFNAME", "lo");
   tsrUniqueId id;
-  ASSERT_EQ(createUniqueId(&id), tsrSuccess) << lastErrorMessage();
+  {
+    ScopedEnv commId("TESSERA_COMM_ID", loopbackCommId().c_str());  // no root thread here
+    ASSERT_EQ(createUserUniqueId(&id), tsrSuccess) << lastErrorMessage();
+  }
   const double timeout = 30;  // the death must be noticed long before this
   std::vector<int> codes = forkRanks(
       2,

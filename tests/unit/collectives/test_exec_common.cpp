@@ -140,9 +140,13 @@ std::vector<std::string> runMixedRanks(
   std::vector<std::string> results(static_cast<size_t>(nranks));
   test::ScopedEnv ifname("TESSERA_SOCKET_IFNAME", "lo");
   tsrUniqueId id{};
-  if (createUniqueId(&id) != tsrSuccess) {
-    results.assign(results.size(), std::string("createUniqueId: ") + lastErrorMessage());
-    return results;
+  {
+    // No root thread in this process while it forks (forkRanks says why): rank 0 starts it.
+    test::ScopedEnv commId("TESSERA_COMM_ID", test::loopbackCommId().c_str());
+    if (createUserUniqueId(&id) != tsrSuccess) {
+      results.assign(results.size(), std::string("createUserUniqueId: ") + lastErrorMessage());
+      return results;
+    }
   }
   // Each rank writes its sentence into a slot of a shared page; "ok" marks success.
   constexpr size_t kSlot = 4096;

@@ -69,9 +69,13 @@ std::vector<std::string> runTransportRanks(RankMode mode, int nranks, const Rank
   // it got there.
   ScopedEnv ifname("TESSERA_SOCKET_IFNAME", "lo");
   tsrUniqueId id{};
-  if (createUniqueId(&id) != tsrSuccess) {
-    results.assign(results.size(), std::string("createUniqueId: ") + lastErrorMessage());
-    return results;
+  {
+    // No root thread in this process while it forks (forkRanks says why): rank 0 starts it.
+    ScopedEnv commId("TESSERA_COMM_ID", loopbackCommId().c_str());
+    if (createUserUniqueId(&id) != tsrSuccess) {
+      results.assign(results.size(), std::string("createUserUniqueId: ") + lastErrorMessage());
+      return results;
+    }
   }
   constexpr size_t kSlot = 4096;
   size_t bytes = kSlot * static_cast<size_t>(nranks);
