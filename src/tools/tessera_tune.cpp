@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -267,10 +268,13 @@ std::string rankBody(const Options& o, int n, int rank, const std::vector<tsrUni
 }
 
 std::string measureFamilies(const Options& o, int n, Shared* sh) {
-  // One id (root) per communicator: the control one, one per family, the cross-memory one.
-  std::vector<tsrUniqueId> ids(algorithms().size() + 2);
-  for (tsrUniqueId& id : ids)
-    if (tsrGetUniqueId(&id) != tsrSuccess) return tsrGetLastError(nullptr);
+  // One id (root) per communicator: the control one, one per family, the cross-memory one; rank
+  // 0 makes them after the fork (shareIds says why).
+  const int nids = static_cast<int>(algorithms().size()) + 2;
+  if (nids > SharedIds::kMax) return "too many communicators for SharedIds";
+  auto* shared = static_cast<SharedIds*>(
+      mmap(nullptr, sizeof(SharedIds), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (shared == MAP_FAILED) return "mmap failed";
   std::vector<pid_t> kids;
   for (int r = 0; r < n; ++r) {
     pid_t p = fork();
@@ -283,12 +287,20 @@ std::string measureFamilies(const Options& o, int n, Shared* sh) {
         CPU_SET(r, &set);
         (void)sched_setaffinity(0, sizeof set, &set);
       }
-      std::string e = rankBody(o, n, r, ids, sh);
+      std::vector<tsrUniqueId> ids;
+      std::string e = shareIds(shared, r, nids, &ids, 120);
+      if (e.empty()) e = rankBody(o, n, r, ids, sh);
       if (!e.empty() && sh->error[0] == '\0')
         std::snprintf(sh->error, sizeof sh->error, "%d ranks, rank %d: %s", n, r, e.c_str());
       _exit(e.empty() ? 0 : 1);
     }
-    if (p < 0) return "fork failed";
+    if (p < 0) {
+      // The ranks forked so far wait for peers that never come, until their deadlines.
+      for (pid_t k : kids) kill(k, SIGKILL);
+      for (pid_t k : kids) waitpid(k, nullptr, 0);
+      munmap(shared, sizeof(SharedIds));
+      return "fork failed";
+    }
     kids.push_back(p);
   }
   bool ok = true;
@@ -297,6 +309,7 @@ std::string measureFamilies(const Options& o, int n, Shared* sh) {
     waitpid(k, &st, 0);
     ok = ok && WIFEXITED(st) && WEXITSTATUS(st) == 0;
   }
+  munmap(shared, sizeof(SharedIds));
   if (!ok) return sh->error[0] ? sh->error : strprintf("a rank of %d died", n);
   return "";
 }

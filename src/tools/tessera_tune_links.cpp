@@ -12,7 +12,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -114,11 +116,16 @@ std::string measurePair(TransportContext& ctx, TransportKind kind, LinkFigures* 
 }
 
 std::string processPair(LinkFigures* out) {
-  tsrUniqueId id{};
-  if (createUniqueId(&id) != tsrSuccess) return lastErrorMessage();
   auto* shared = static_cast<LinkFigures*>(
       mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   if (shared == MAP_FAILED) return "mmap failed";
+  // The id is made by rank 0 after the fork (shareIds says why).
+  auto* sharedIds = static_cast<SharedIds*>(
+      mmap(nullptr, sizeof(SharedIds), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (sharedIds == MAP_FAILED) {
+    munmap(shared, 4096);
+    return "mmap failed";
+  }
   char* why = reinterpret_cast<char*>(shared + 1);
   pid_t kids[2];
   for (int r = 0; r < 2; ++r) {
@@ -129,10 +136,11 @@ std::string processPair(LinkFigures* out) {
       BootstrapOptions bo;
       bo.timeoutSeconds = 60;
       TransportContextOptions o;
-      std::string err;
-      if (TcpBootstrap::create(id, r, 2, bo, &b) != tsrSuccess) {
+      std::vector<tsrUniqueId> ids;
+      std::string err = shareIds(sharedIds, r, 1, &ids, 60);
+      if (err.empty() && TcpBootstrap::create(ids[0], r, 2, bo, &b) != tsrSuccess) {
         err = lastErrorMessage();
-      } else {
+      } else if (err.empty()) {
         o.bootstrap = b.get();
         o.timeoutSeconds = 60;
         err = TransportContext::create(o, &ctx) != tsrSuccess
@@ -152,6 +160,7 @@ std::string processPair(LinkFigures* out) {
   std::string err = failed ? (why[0] ? why : "a measuring process died") : "";
   *out = *shared;
   munmap(shared, 4096);
+  munmap(sharedIds, sizeof(SharedIds));
   return err;
 }
 
@@ -212,6 +221,33 @@ double callOverheadUs() {
 }
 
 }  // namespace
+
+std::string shareIds(SharedIds* s, int rank, int count, std::vector<tsrUniqueId>* out,
+                     double timeoutSeconds) {
+  if (count < 1 || count > SharedIds::kMax) return "shareIds: bad count";
+  if (rank == 0) {
+    for (int i = 0; i < count; ++i) {
+      if (tsrGetUniqueId(&s->ids[i]) != tsrSuccess) {
+        std::snprintf(s->why, sizeof s->why, "rank 0: %s", tsrGetLastError(nullptr));
+        s->state.store(-1, std::memory_order_release);
+        return s->why;
+      }
+    }
+    s->state.store(1, std::memory_order_release);
+  } else {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeoutSeconds);
+    int st = 0;
+    while ((st = s->state.load(std::memory_order_acquire)) == 0) {
+      if (std::chrono::steady_clock::now() > deadline)
+        return "rank 0 made no unique id within " + std::to_string(timeoutSeconds) + " s";
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (st < 0) return s->why;
+  }
+  out->assign(s->ids, s->ids + count);
+  return "";
+}
 
 std::string measureLinks(TunerParams* params, std::string* report) {
   LinkFigures shm, inproc;
