@@ -193,6 +193,39 @@ ncclResult_t finishGroupInits(ncclResult_t r) {
   return r;
 }
 
+// A communicator made from `comm` by `make(parent, &child, config or null)` (split, shrink): the
+// config read as NCCL reads it, else the parent's blocking mode; a child left null
+// (NCCL_SPLIT_NOCOLOR) is no communicator, and *newcomm stays NULL.
+template <class Make>
+ncclResult_t childOf(ncclComm_t comm, ncclConfig_t* config, const char* api, ncclComm_t* newcomm,
+                     Make&& make) {
+  ncclComm* parent = nullptr;
+  ncclResult_t r = lookup(comm, api, &parent);
+  if (r != ncclSuccess) return r;
+  if (newcomm == nullptr) return fail(ncclInvalidArgument, "%s: newcomm is NULL", api);
+  *newcomm = nullptr;
+  tsrConfig_t cfg;
+  bool blocking = parent->blocking;
+  if (config != nullptr) {
+    r = readConfig(config, api, &cfg, &blocking);
+    if (r != ncclSuccess) return r;
+  }
+  ncclComm* c = newComm();
+  c->blocking = blocking;
+  tsrResult_t tr = make(parent->tsr, &c->tsr, config != nullptr ? &cfg : nullptr);
+  if (tr != tsrSuccess && tr != tsrInProgress) {
+    retire(c);
+    return fromTsr(tr, api);
+  }
+  if (c->tsr == nullptr) {
+    retire(c);
+    return ncclSuccess;
+  }
+  *newcomm = c;
+  if (tr == tsrInProgress) return ncclInProgress;
+  return ready(c, api, /*fallback=*/!inGroup());
+}
+
 }  // namespace
 
 bool inGroup() { return tGroup.depth > 0; }
@@ -261,65 +294,27 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
 
 ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
                            ncclConfig_t* config) {
-  const char* api = "ncclCommSplit";
-  ncclComm* parent = nullptr;
-  ncclResult_t r = lookup(comm, api, &parent);
-  if (r != ncclSuccess) return r;
-  if (newcomm == nullptr) return fail(ncclInvalidArgument, "%s: newcomm is NULL", api);
-  *newcomm = nullptr;
-  tsrConfig_t cfg;
-  bool blocking = parent->blocking;
-  if (config != nullptr) {
-    r = readConfig(config, api, &cfg, &blocking);
-    if (r != ncclSuccess) return r;
-  }
-  ncclComm* c = newComm();
-  c->blocking = blocking;
-  tsrResult_t tr =
-      tsrCommSplit(parent->tsr, color, key, &c->tsr, config != nullptr ? &cfg : nullptr);
-  if (tr != tsrSuccess && tr != tsrInProgress) {
-    retire(c);
-    return fromTsr(tr, api);
-  }
-  if (c->tsr == nullptr) {  // NCCL_SPLIT_NOCOLOR
-    retire(c);
-    return ncclSuccess;
-  }
-  *newcomm = c;
-  if (tr == tsrInProgress) return ncclInProgress;
-  return ready(c, api, /*fallback=*/!inGroup());
+  return childOf(comm, config, "ncclCommSplit", newcomm,
+                 [&](tsrComm_t parent, tsrComm_t* child, tsrConfig_t* cfg) {
+                   return tsrCommSplit(parent, color, key, child, cfg);
+                 });
 }
 
 ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                             ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
-  const char* api = "ncclCommShrink";
-  ncclComm* parent = nullptr;
-  ncclResult_t r = lookup(comm, api, &parent);
-  if (r != ncclSuccess) return r;
-  if (newcomm == nullptr) return fail(ncclInvalidArgument, "%s: newcomm is NULL", api);
-  *newcomm = nullptr;
-  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT) {
+    if (newcomm != nullptr) *newcomm = nullptr;
     return fail(ncclInvalidArgument,
-                "%s: shrinkFlags %d is neither NCCL_SHRINK_DEFAULT nor NCCL_SHRINK_ABORT", api,
+                "ncclCommShrink: shrinkFlags %d is neither NCCL_SHRINK_DEFAULT nor "
+                "NCCL_SHRINK_ABORT",
                 shrinkFlags);
-  tsrConfig_t cfg;
-  bool blocking = parent->blocking;
-  if (config != nullptr) {
-    r = readConfig(config, api, &cfg, &blocking);
-    if (r != ncclSuccess) return r;
   }
-  ncclComm* c = newComm();
-  c->blocking = blocking;
   const int flags = shrinkFlags == NCCL_SHRINK_ABORT ? TSR_SHRINK_ABORT : TSR_SHRINK_DEFAULT;
-  tsrResult_t tr = tsrCommShrink(parent->tsr, excludeRanksList, excludeRanksCount, &c->tsr,
-                                 config != nullptr ? &cfg : nullptr, flags);
-  if (tr != tsrSuccess && tr != tsrInProgress) {
-    retire(c);
-    return fromTsr(tr, api);
-  }
-  *newcomm = c;
-  if (tr == tsrInProgress) return ncclInProgress;
-  return ready(c, api, /*fallback=*/!inGroup());
+  return childOf(comm, config, "ncclCommShrink", newcomm,
+                 [&](tsrComm_t parent, tsrComm_t* child, tsrConfig_t* cfg) {
+                   return tsrCommShrink(parent, excludeRanksList, excludeRanksCount, child, cfg,
+                                        flags);
+                 });
 }
 
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
