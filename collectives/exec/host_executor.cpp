@@ -183,15 +183,9 @@ class CollOperation final : public ExecOperation, public Recycled<CollOperation>
   void choosePlan(BoundPlan* bp) {
     run_.plan = bp;
     BoundPlan& p = *bp;
-    if (p.maxScratchSegments > 0) {
-      uint64_t quantum = static_cast<uint64_t>(p.cps) * (64 / run_.elemSize);
-      uint64_t fit =
-          e_->scratchBytes() / (static_cast<uint64_t>(p.maxScratchSegments) * run_.elemSize);
-      run_.slice = fit / quantum * quantum;
-    } else {
-      run_.slice = count_;
-    }
-    iters_ = run_.slice == 0 ? 0 : (count_ + run_.slice - 1) / run_.slice;
+    run_.slice =
+        exec::sliceElements(e_->scratchBytes(), p.maxScratchSegments, p.cps, run_.elemSize, count_);
+    iters_ = exec::sliceIterations(count_, run_.slice);
   }
 
   Result step(bool* done) {
@@ -267,9 +261,7 @@ class CollOperation final : public ExecOperation, public Recycled<CollOperation>
   void beginIteration() {
     BoundPlan& bp = *run_.plan;
     run_.iterOffset = iter_ * run_.slice;
-    uint64_t unit = std::min<uint64_t>(run_.slice, count_ - run_.iterOffset);
-    auto cps = static_cast<uint64_t>(bp.cps);
-    run_.layout = exec::SliceLayout{unit, (unit + cps - 1) / cps, run_.slice / cps, bp.cps};
+    run_.layout = exec::iterationLayout(count_, run_.slice, iter_, bp.cps);
     for (int w = 0; w < bp.workers(); ++w) {
       bp.pc[static_cast<size_t>(w)] = bp.workerBegin[static_cast<size_t>(w)];
       bp.barriers[static_cast<size_t>(w)] = 0;

@@ -100,12 +100,36 @@ struct SliceLayout {
 
 TSR_INLINE uint64_t minU64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
+// The slice of a call (plan.hpp, "Slices"): the most elements of a segment one iteration carries,
+// a multiple of cps 64-byte lines that fits maxScratchSegments segments into scratchBytes; the
+// whole count when the plan uses no scratch. 0: the scratch cannot hold one slice. Every executor
+// (host, device, simulated) cuts a call with this rule, so every rank iterates alike.
+TSR_INLINE uint64_t sliceElements(uint64_t scratchBytes, int32_t maxScratchSegments, int32_t cps,
+                                  uint64_t elemSize, uint64_t count) {
+  if (maxScratchSegments <= 0) return count;
+  const uint64_t quantum = static_cast<uint64_t>(cps) * (64 / elemSize);
+  const uint64_t fit = scratchBytes / (static_cast<uint64_t>(maxScratchSegments) * elemSize);
+  return fit / quantum * quantum;
+}
+
+// Iterations of a call of `count` elements cut into slices of `slice` (0 when slice is 0).
+TSR_INLINE uint64_t sliceIterations(uint64_t count, uint64_t slice) {
+  return slice == 0 ? 0 : (count + slice - 1) / slice;
+}
+
 // First element and length of chunk position `pos` in a segment.
 TSR_INLINE uint64_t chunkBegin(const SliceLayout& L, int32_t pos) {
   return minU64(L.unit, static_cast<uint64_t>(pos) * L.perChunk);
 }
 TSR_INLINE uint64_t chunkLength(const SliceLayout& L, int32_t pos) {
   return minU64(L.unit, static_cast<uint64_t>(pos + 1) * L.perChunk) - chunkBegin(L, pos);
+}
+
+// The geometry of iteration `iter` of a call of `count` elements in slices of `slice`.
+TSR_INLINE SliceLayout iterationLayout(uint64_t count, uint64_t slice, uint64_t iter, int32_t cps) {
+  const uint64_t unit = minU64(slice, count - iter * slice);
+  const auto c = static_cast<uint64_t>(cps);
+  return SliceLayout{unit, (unit + c - 1) / c, slice / c, cps};
 }
 
 // How many elements step `step` (one chunk) moves. A ref to a user buffer (input or output)

@@ -52,6 +52,12 @@ PlanPairs planPairs(const Plan& plan) {
 }
 
 Result compilePlan(std::shared_ptr<const Plan> planPtr, int rank, BoundPlan* out) {
+  PlanPairs pairs = planPairs(*planPtr);
+  return compilePlan(std::move(planPtr), rank, pairs, out);
+}
+
+Result compilePlan(std::shared_ptr<const Plan> planPtr, int rank, const PlanPairs& pairs,
+                   BoundPlan* out) {
   const Plan& plan = *planPtr;
   BoundPlan& bp = *out;
   bp.plan = planPtr;
@@ -64,7 +70,6 @@ Result compilePlan(std::shared_ptr<const Plan> planPtr, int rank, BoundPlan* out
     bp.maxScratchSegments = std::max(bp.maxScratchSegments, rp.scratchSegments);
 
   // Peers and semaphores, from every rank's program so that both sides of a pair agree.
-  PlanPairs pairs = planPairs(plan);
   bp.slotOf.assign(static_cast<size_t>(plan.nranks), -1);
   std::map<std::pair<int, int>, int16_t> semOf;  // (slot, channel) -> sem
   // The map is ordered by (min, max): pairs (a, rank) with a < rank come first, then (rank, b),

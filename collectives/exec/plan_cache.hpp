@@ -90,6 +90,10 @@ struct BoundPlan {
 // equal chunk lengths chunk by chunk), or when the rank has more peers or semaphores than the
 // 16-bit slots of ExecOp and ExecRef hold. Resources are left for bindPlan.
 Result compilePlan(std::shared_ptr<const Plan> plan, int rank, BoundPlan* out);
+// The same with the plan's pairs computed once (planPairs reads every rank's program, so a caller
+// compiling every rank, as the simulator does, passes them in).
+Result compilePlan(std::shared_ptr<const Plan> plan, int rank, const PlanPairs& pairs,
+                   BoundPlan* out);
 
 // What the tuner (or an override) asked for; one cache entry per key.
 struct PlanKey {

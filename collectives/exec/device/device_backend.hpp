@@ -596,11 +596,10 @@ TSR_INLINE bool DeviceItemRunner<Group>::runItem(const WorkItem& item, const Gro
     return false;
   }
   uint32_t pc[kMaxCtaWorkers];
-  const auto cps = static_cast<uint64_t>(P.cps);
   for (uint64_t it = 0; it < item.iters; ++it) {
     const uint64_t off = it * item.slice;
-    const uint64_t unit = minU64(item.slice, item.count - off);
-    const SliceLayout L{unit, (unit + cps - 1) / cps, item.slice / cps, P.cps};
+    const SliceLayout L = iterationLayout(item.count, item.slice, it, P.cps);
+    const uint64_t unit = L.unit;
     b.beginIteration(off);
     for (int32_t k = 0; k < mine; ++k)
       pc[k] = P.workerBegin[cta + static_cast<uint32_t>(k) * nctas];

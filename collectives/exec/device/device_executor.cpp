@@ -480,21 +480,16 @@ Result DeviceExecutor::enqueue(const CollCall& call, const std::shared_ptr<const
   item.input = static_cast<const char*>(call.sendbuf);
   item.output = static_cast<char*>(call.recvbuf);
   item.count = call.count;
-  // The slice as the host executor cuts it (host_executor.cpp, choosePlan): every rank alike.
-  if (bp.maxScratchSegments > 0) {
-    uint64_t quantum = static_cast<uint64_t>(bp.cps) * (64 / es);
-    uint64_t fit = options_.scratchBytes / (static_cast<uint64_t>(bp.maxScratchSegments) * es);
-    item.slice = fit / quantum * quantum;
-  } else {
-    item.slice = call.count;
-  }
+  // The slice as every executor cuts it (ops.hpp, sliceElements): every rank alike.
+  item.slice = exec::sliceElements(options_.scratchBytes, bp.maxScratchSegments, bp.cps, es,
+                                   call.count);
   if (item.slice == 0)
     return TSR_FAIL(tsrInvalidUsage,
                     "rank %d: %s (call %llu): a scratch of %zu bytes cannot hold one slice of the "
                     "plan (%d segments of %d chunks of 64 bytes); raise TESSERA_SCRATCH_BYTES",
                     options_.rank, bp.label.c_str(), static_cast<unsigned long long>(callNo),
                     options_.scratchBytes, bp.maxScratchSegments, bp.cps);
-  item.iters = (call.count + item.slice - 1) / item.slice;
+  item.iters = exec::sliceIterations(call.count, item.slice);
   item.callNo = callNo;
   item.root = call.root;
   item.collective = static_cast<uint8_t>(call.collective);
