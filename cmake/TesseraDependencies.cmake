@@ -192,6 +192,23 @@ else()
   tessera_dep_note(JSON "" "plan files and TESSERA_TUNER_FILE report that JSON support was not built in")
 endif()
 
+# ---- SimGrid (the simulated executor) -------------------------------------------------------
+set(TESSERA_HAVE_SIMGRID OFF)
+if(NOT TESSERA_WITH_SIMGRID STREQUAL "OFF" AND PKG_CONFIG_FOUND)
+  pkg_check_modules(SIMGRID QUIET IMPORTED_TARGET simgrid>=3.32)
+  if(SIMGRID_FOUND)
+    set(TESSERA_HAVE_SIMGRID ON)
+  endif()
+endif()
+tessera_require(SIMGRID TESSERA_HAVE_SIMGRID)
+if(TESSERA_HAVE_SIMGRID)
+  tessera_dep_note(SIMGRID "${SIMGRID_VERSION}"
+    "collectives/sim and tessera_sim: plans simulated on machine models, and their tests")
+else()
+  tessera_dep_note(SIMGRID ""
+    "skipped: collectives/sim, tessera_sim and the sim tests (install libsimgrid-dev)")
+endif()
+
 # ---- GoogleTest ---------------------------------------------------------------------------
 set(TESSERA_GTEST_FROM "")
 if(TESSERA_BUILD_TESTS)

@@ -9,9 +9,11 @@ set(TESSERA_WITH_CUTLASS AUTO CACHE STRING
     "The fused GEMM kernels' CUTLASS mainloop (AUTO, ON, OFF); needs CUDA")
 set(TESSERA_WITH_TORCH AUTO CACHE STRING
     "Build tessera_torch (python/, the torch.distributed backend) and its tests (AUTO, ON, OFF)")
+set(TESSERA_WITH_SIMGRID AUTO CACHE STRING
+    "Build tessera_sim, the simulated executor on SimGrid (AUTO, ON, OFF)")
 set(TESSERA_CUTLASS_DIR "" CACHE PATH
     "CUTLASS include folder (holds cutlass/ and cute/); empty: the nvidia-cutlass Python package")
-foreach(dep CUDA MPI UCX HWLOC NVML JSON CUTLASS TORCH)
+foreach(dep CUDA MPI UCX HWLOC NVML JSON CUTLASS TORCH SIMGRID)
   set_property(CACHE TESSERA_WITH_${dep} PROPERTY STRINGS AUTO ON OFF)
   # Accept any CMake boolean spelling (off, NO, 0, true...); anything else is an error, never
   # a silent AUTO.

@@ -5,7 +5,8 @@
 # Debian/Ubuntu packages: compilers and build tools, Open MPI, UCX (+ ucx-utils for
 # ucx_perftest), hwloc, GoogleTest sources and libraries, nlohmann/json (transport_perf's JSON),
 # ccache, pkg-config; iproute2 and util-linux (the fault tests' network namespaces: ip, unshare);
-# clang and its runtime (scripts/fuzz.sh's libFuzzer targets); CMake >= 3.25 from the Python
+# clang and its runtime (scripts/fuzz.sh's libFuzzer targets); SimGrid (collectives/sim,
+# tessera_sim and their tests); CMake >= 3.25 from the Python
 # package index where the distribution's is older; torch, pytest and numpy from it for the torch
 # backend (TESSERA_SETUP_TORCH=0: not).
 # Where something cannot be installed (no apt-get, no root, offline), it says what is missing
@@ -22,6 +23,7 @@ PACKAGES=(
   nlohmann-json3-dev
   iproute2 util-linux
   clang libclang-rt-14-dev
+  libsimgrid-dev
 )
 MIN_CMAKE=3.25
 
