@@ -21,7 +21,9 @@
 // have no zero-copy variant (partials need room that only the scratch has).
 //
 // workers > 1: the pieces of every block are split among the workers, each an independent ring
-// with its own channels.
+// with its own channels. An all-reduce on several hosts (GenParams::hostOf) rotates each worker's
+// ring within every host, so the workers' rings cross between hosts from different local ranks
+// (different NIC rails); its blocks follow the ring positions.
 #include <algorithm>
 #include <vector>
 
@@ -68,22 +70,80 @@ struct Ring {
   int mod(int x) const { return ((x % n) + n) % n; }
 };
 
-void allReduceScratch(PlanBuilder& b, int pipeline) {
+// The all-reduce ring of one worker: `order` lists the ranks around the ring, and a rank's blocks
+// follow its position in it (any order makes an all-reduce ring; the blocks are only labels).
+struct RingOf {
+  int n;
+  int pos;
+  const std::vector<int>& order;
+  int next() const { return order[static_cast<size_t>((pos + 1) % n)]; }
+  int prev() const { return order[static_cast<size_t>((pos + n - 1) % n)]; }
+  int mod(int x) const { return ((x % n) + n) % n; }
+};
+
+// Ring orders per worker. On several hosts with several workers, worker w visits each host's
+// ranks rotated by w, so each worker's ring leaves a host from a different local rank: with one
+// NIC per local rank (rail), the workers' rings cross between hosts over different NICs, as
+// NCCL's rings do. Otherwise every worker runs the rank order.
+struct RingOrders {
+  std::vector<std::vector<int>> order;  // per worker
+  std::vector<std::vector<int>> pos;    // per worker: rank -> position
+  RingOf of(int worker, int rank) const {
+    const auto w = static_cast<size_t>(worker);
+    return RingOf{static_cast<int>(order[w].size()), pos[w][static_cast<size_t>(rank)], order[w]};
+  }
+};
+
+RingOrders ringOrders(const GenParams& params, int workers) {
+  const int n = params.nranks;
+  std::vector<std::vector<int>> hosts;  // ranks per host, hosts in order of their lowest rank
+  if (!params.hostOf.empty() && workers > 1) {
+    std::vector<int> index;  // host id -> index in hosts
+    for (int r = 0; r < n; ++r) {
+      const int h = params.hostOf[static_cast<size_t>(r)];
+      if (h >= static_cast<int>(index.size())) index.resize(static_cast<size_t>(h) + 1, -1);
+      int& i = index[static_cast<size_t>(h)];
+      if (i < 0) {
+        i = static_cast<int>(hosts.size());
+        hosts.emplace_back();
+      }
+      hosts[static_cast<size_t>(i)].push_back(r);
+    }
+  }
+  RingOrders o;
+  for (int w = 0; w < workers; ++w) {
+    std::vector<int> order;
+    if (hosts.size() < 2) {
+      for (int r = 0; r < n; ++r) order.push_back(r);
+    } else {
+      for (const std::vector<int>& local : hosts)
+        for (size_t k = 0; k < local.size(); ++k)
+          order.push_back(local[(k + static_cast<size_t>(w)) % local.size()]);
+    }
+    std::vector<int> pos(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) pos[static_cast<size_t>(order[static_cast<size_t>(i)])] = i;
+    o.order.push_back(std::move(order));
+    o.pos.push_back(std::move(pos));
+  }
+  return o;
+}
+
+void allReduceScratch(PlanBuilder& b, int pipeline, const RingOrders& orders) {
   const int n = b.nranks();
   const int cps = b.cps();
   for (int rank = 0; rank < n; ++rank) {
-    const Ring ring{n, rank};
-    const int next = ring.next();
-    const int prev = ring.prev();
     b.useScratch(rank, 2);  // segment 0: reduce-scatter slots, segment 1: all-gather slots
     for (int w = 0; w < b.workers(); ++w) {
+      const RingOf ring = orders.of(w, rank);
+      const int next = ring.next();
+      const int prev = ring.prev();
       const Range pieces = splitRange(pipeline, b.workers(), w);
       const Channels ch = channelsOf(w);
       OpWriter o = b.ops(rank, w);
       std::vector<int> slots;
       for (int s = 0; s < n; ++s) {
         for (int p = pieces.first; p < pieces.end; ++p) {
-          const int c = ring.mod(rank - s) * pipeline + p;
+          const int c = ring.mod(ring.pos - s) * pipeline + p;
           if (s == 0) {
             o.wait(next, ch.credit).put(onRank(next, scratchRef(c)), inRef(c));
             slots.push_back(c);
@@ -103,7 +163,7 @@ void allReduceScratch(PlanBuilder& b, int pipeline) {
       }
       for (int s = 0; s < n - 1; ++s) {  // all-gather: receive block r - s, forward it
         for (int p = pieces.first; p < pieces.end; ++p) {
-          const int c = ring.mod(rank - s) * pipeline + p;
+          const int c = ring.mod(ring.pos - s) * pipeline + p;
           o.wait(prev, ch.data).copy(outRef(c), scratchRef(cps + c)).signal(prev, ch.credit);
           if (s < n - 2) {
             o.wait(next, ch.credit).put(onRank(next, scratchRef(cps + c)), outRef(c));
@@ -118,18 +178,19 @@ void allReduceScratch(PlanBuilder& b, int pipeline) {
 }
 
 // Ready handshake with the ranks whose buffers this worker touches or who touch its buffers.
-void signalReady(OpWriter& o, const Ring& ring, int channel, bool toNext, bool toPrev) {
+template <class R>
+void signalReady(OpWriter& o, const R& ring, int channel, bool toNext, bool toPrev) {
   if (toNext) o.signal(ring.next(), channel);
   if (toPrev && !(toNext && ring.prev() == ring.next())) o.signal(ring.prev(), channel);
 }
 
-void allReduceZeroCopy(PlanBuilder& b, int pipeline) {
+void allReduceZeroCopy(PlanBuilder& b, int pipeline, const RingOrders& orders) {
   const int n = b.nranks();
   for (int rank = 0; rank < n; ++rank) {
-    const Ring ring{n, rank};
-    const int next = ring.next();
-    const int prev = ring.prev();
     for (int w = 0; w < b.workers(); ++w) {
+      const RingOf ring = orders.of(w, rank);
+      const int next = ring.next();
+      const int prev = ring.prev();
       const Range pieces = splitRange(pipeline, b.workers(), w);
       const Channels ch = channelsOf(w);
       OpWriter o = b.ops(rank, w);
@@ -137,7 +198,7 @@ void allReduceZeroCopy(PlanBuilder& b, int pipeline) {
       o.wait(prev, ch.ready);
       for (int s = 1; s < n; ++s) {  // reduce-scatter: partial of block r - s from r - 1
         for (int p = pieces.first; p < pieces.end; ++p) {
-          const int c = ring.mod(rank - s) * pipeline + p;
+          const int c = ring.mod(ring.pos - s) * pipeline + p;
           if (s == 1) {
             o.reduce(outRef(c), {onRank(prev, inRef(c)), inRef(c)});
           } else {
@@ -149,7 +210,7 @@ void allReduceZeroCopy(PlanBuilder& b, int pipeline) {
       if (next != prev) o.wait(next, ch.ready);
       for (int s = 0; s < n - 1; ++s) {  // all-gather: send block r + 1 - s
         for (int p = pieces.first; p < pieces.end; ++p) {
-          const int c = ring.mod(rank + 1 - s) * pipeline + p;
+          const int c = ring.mod(ring.pos + 1 - s) * pipeline + p;
           if (s > 0) o.wait(prev, ch.data);
           o.put(onRank(next, outRef(c)), outRef(c)).signal(next, ch.data);
         }
@@ -336,9 +397,9 @@ Result generateRing(const GenParams& params, Plan* out) {
   switch (c) {
     case Collective::kAllReduce:
       if (zeroCopy) {
-        allReduceZeroCopy(b, pipeline);
+        allReduceZeroCopy(b, pipeline, ringOrders(params, workers));
       } else {
-        allReduceScratch(b, pipeline);
+        allReduceScratch(b, pipeline, ringOrders(params, workers));
       }
       break;
     case Collective::kReduceScatter: halfRing(b, true, false); break;

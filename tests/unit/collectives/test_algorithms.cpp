@@ -52,8 +52,15 @@ std::vector<int> rootsFor(Collective c, int n) {
 // Host layouts for families that use them: one host, two hosts split evenly, and uneven hosts
 // (all but the last rank on host 0; and one rank alone on host 0).
 std::vector<std::vector<int>> hostLayoutsFor(const AlgorithmInfo& info, int n) {
-  if (!info.needsHosts) return {{}};
+  // ring's all-reduce rotates its workers' rings within hosts: it sees the layouts too.
+  const bool ring = std::string(info.name) == "ring";
+  if (!info.needsHosts && !ring) return {{}};
   std::vector<std::vector<int>> layouts = {std::vector<int>(static_cast<size_t>(n), 0)};
+  if (ring && n >= 4) {  // hosts interleaved in rank order
+    std::vector<int> interleaved(static_cast<size_t>(n), 0);
+    for (int r = 0; r < n; ++r) interleaved[static_cast<size_t>(r)] = r % 2;
+    layouts.push_back(interleaved);
+  }
   if (n >= 2 && n % 2 == 0) {
     std::vector<int> even(static_cast<size_t>(n), 0);
     for (int r = n / 2; r < n; ++r) even[static_cast<size_t>(r)] = 1;
