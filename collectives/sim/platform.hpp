@@ -21,9 +21,11 @@
 // A machine file (JSON) gives the same fields:
 //   {"format": "tessera-machine", "version": 1, "name": "...", "source": "...", "kind": "gpu",
 //    "nodes": 2, "ranksPerNode": 8, "memGBs": 3350, "intraGBs": 450, "intraLatencyUs": 0.5,
+//    "intraEfficiency": 0.84,
 //    "nicsPerNode": 8, "nicGBs": 50, "nicLatencyUs": 1.0, "fabricLatencyUs": 0.5,
 //    "signalBytes": 8, "workerGBs": 0}
-// (cpu: "cores", "copyGBs", "reduceGBs", "signalUs" instead of "memGBs" / "intra*"). Reading never
+// (cpu: "cores", "copyGBs", "reduceGBs", "signalUs", "cacheBytes", "cacheCopyGBs",
+// "cacheReduceGBs" instead of "memGBs" / "intra*"). Reading never
 // trusts the file: unknown fields, wrong types, values out of range give a sentence naming the
 // field.
 #pragma once
@@ -50,12 +52,20 @@ struct Machine {
   // inside a node crosses two: the sender's and the receiver's).
   double intraGBs = 0;
   double intraLatencyUs = 0;
+  // gpu: the fraction of intraGBs that data gets (protocol headers, flow control): the link is
+  // modelled at intraGBs * intraEfficiency.
+  double intraEfficiency = 1;
   // cpu: cores the node's ranks share; one core's memcpy rate (bytes copied per second) and its
   // reduction rate (bytes of output per second, two sources); one-way signal latency.
   int cores = 0;
   double copyGBs = 0;
   double reduceGBs = 0;
   double signalUs = 0;
+  // cpu: a call whose buffers (every rank's input, output and scratch on the node) fit in
+  // `cacheBytes` (the last-level cache) copies and reduces at the cache's rates instead; 0: none.
+  double cacheBytes = 0;
+  double cacheCopyGBs = 0;
+  double cacheReduceGBs = 0;
   // Between nodes: NICs per node, each's rate per direction and latency; fabric switches' latency.
   int nicsPerNode = 1;
   double nicGBs = 0;

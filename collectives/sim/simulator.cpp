@@ -82,6 +82,7 @@ struct World {
   std::map<std::pair<const sg4::Host*, const sg4::Host*>, std::vector<sg4::Link*>> routes;
   std::string failure;
   size_t sizeIndex = 0;
+  double copyGBs = 0, reduceGBs = 0;  // cpu: this size's rates (memory or cache)
   bool deviceBound = false;
 
   const std::vector<sg4::Link*>& route(const sg4::Host* a, const sg4::Host* b) {
@@ -232,7 +233,7 @@ void chargeOp(World& w, Rank& r, const OpCost& c) {
   if (m.kind == MachineKind::kGpu) {
     ns = c.localBytes / (m.memGBs * 1e9) * 1e9;
   } else {
-    ns = c.copyBytes / m.copyGBs + c.reduceBytes / m.reduceGBs;  // bytes / (GB/s) = ns
+    ns = c.copyBytes / w.copyGBs + c.reduceBytes / w.reduceGBs;  // bytes / (GB/s) = ns
   }
   if (ns > 0) {
     ++w.events;
@@ -322,7 +323,7 @@ void buildPlatform(World& w) {
         r.host = node->create_host(strprintf("n%d.gpu%d", k, i), kHostSpeed);
         if (per > 1) {
           sg4::Link* l = node->create_split_duplex_link(strprintf("n%d.gpu%d.nvlink", k, i),
-                                                        m.intraGBs * 1e9)
+                                                        m.intraGBs * m.intraEfficiency * 1e9)
                              ->set_latency(m.intraLatencyUs * 1e-6);
           node->add_route(r.host->get_netpoint(), nullptr, nullptr, nullptr,
                           {{l, sg4::LinkInRoute::Direction::UP}}, true);
@@ -513,6 +514,22 @@ Result simulate(const SimSpec& spec, SimReport* out) {
         r.iterations = r.slice == 0 ? 0 : exec::sliceIterations(row.count, r.slice);
       }
       row.iterations = w.ranks[0].iterations;
+      // cpu: the cache's rates when the node's buffers of this call fit in it.
+      const Machine& mm = spec.machine;
+      w.copyGBs = mm.copyGBs;
+      w.reduceGBs = mm.reduceGBs;
+      if (mm.kind == MachineKind::kCpu && mm.cacheBytes > 0) {
+        const double es = spec.elemSize, cnt = static_cast<double>(row.count);
+        const double segsIn = inputSegments(plan->collective, n);
+        const double segsOut = outputSegments(plan->collective, n);
+        const double scratch = static_cast<double>(w.ranks[0].bp.maxScratchSegments) *
+                               static_cast<double>(w.ranks[0].slice) * es;
+        const double node = mm.ranksPerNode * ((segsIn + segsOut) * cnt * es + scratch);
+        if (node <= mm.cacheBytes) {
+          w.copyGBs = mm.cacheCopyGBs;
+          w.reduceGBs = mm.cacheReduceGBs;
+        }
+      }
       if (row.count > 0 && w.ranks[0].slice == 0) {
         w.failure = strprintf(
             "a scratch of %llu bytes cannot hold one slice of the plan (%d segments of %d chunks "

@@ -214,6 +214,11 @@ TEST(SimErrors, HostileMachineFilesGetASentence) {
       {R"({"format": "tessera-machine", "version": 1, "kind": "cpu", "cores": 0})", "cores"},
       {R"({"format": "tessera-machine", "version": 1, "memGBs": 100, "intraLatencyUs": -1})",
        "intraLatencyUs"},
+      {R"({"format": "tessera-machine", "version": 1, "memGBs": 100, "intraEfficiency": 1.5})",
+       "intraEfficiency"},
+      {R"({"format": "tessera-machine", "version": 1, "kind": "cpu", "cores": 2, "copyGBs": 5,
+           "reduceGBs": 4, "cacheBytes": 1e6})",
+       "cacheCopyGBs"},
   };
   for (const Case& c : cases) {
     Machine m;
