@@ -28,17 +28,19 @@ for t in "$plan_tool" "$sim_tool"; do
 done
 command -v mpirun >/dev/null || { echo "sim_validate: needs mpirun" >&2; exit 1; }
 
+mpi_flags=(--oversubscribe --bind-to none)
+[[ $(id -u) -eq 0 ]] && mpi_flags+=(--allow-run-as-root)
 declare -A perf_bin=([allreduce]=all_reduce_perf [allgather]=all_gather_perf
                      [reducescatter]=reduce_scatter_perf)
 summary=()
 for np in $NPS; do
   for coll in $COLLS; do
     plan=$OUT/$coll.n$np.json
-    "$plan_tool" generate --coll "$coll" --algo ring --nranks "$np" -o "$plan" >/dev/null
+    "$plan_tool" generate --coll "$coll" --algo ring --nranks "$np" -o "$plan" >/dev/null 2>&1
     runs=()
     for ((k = 1; k <= RUNS; ++k)); do
       json=$OUT/$coll.n$np.run$k.json
-      mpirun -np "$np" --oversubscribe --bind-to none \
+      mpirun -np "$np" "${mpi_flags[@]}" \
         "$BUILD_DIR/perf/${perf_bin[$coll]}" --plan "$plan" -b "$MIN" -e "$MAX" -f "$FACTOR" \
         -n 10 -w 3 -c 0 -J "$json" >/dev/null
       runs+=("$json")

@@ -38,6 +38,13 @@ constexpr const char* kUsage =
     "      list a plan file rank by rank, one op per line\n"
     "  tessera_plan --help\n"
     "collectives: allreduce, reducescatter, allgather, broadcast, reduce, alltoall\n"
+    "writing an algorithm: generate a plan to start from (or write one, plan_json.hpp), verify\n"
+    "  it, run it with a perf binary (all_reduce_perf -t 8 --plan my.json), and simulate it on\n"
+    "  machines you do not have, beside the generators' plans:\n"
+    "    tessera_plan generate --coll allreduce --algo ring --nranks 512 --hosts ... -o my.json\n"
+    "    tessera_plan verify my.json\n"
+    "    tessera_sim --plan my.json --platform dgx-h100 --nodes 64 -b 1M -e 256M\n"
+    "    tessera_sim --algo ring --nodes 64 ...; tessera_sim --algo tree --nodes 64 ...\n"
     "exit codes: 0 ok, 1 verification or I/O failure, 2 usage\n";
 
 int usage(const char* why) {
