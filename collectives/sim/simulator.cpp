@@ -32,10 +32,20 @@ double nowSeconds() {
       .count();
 }
 
-// One semaphore (from -> to, channel): signals in flight, in order, and how many were issued.
+// One semaphore (from -> to, channel): when each signal in flight lands, in order, and how many
+// were issued. A signal is a few bytes: it lands after the route's latency plus its bytes over
+// the route's narrowest link, whatever else crosses the route (a flow of a few bytes takes a
+// fair share of every link; it is not simulated as a flow of its own, which would cost an
+// activity that only its receiver waits for).
 struct SemQueue {
-  std::deque<sg4::CommPtr> inFlight;
+  std::deque<double> landsAt;
   sg4::SemaphorePtr posted = sg4::Semaphore::create(0);
+};
+
+struct RouteInfo {
+  std::vector<sg4::Link*> links;
+  double latency = 0;       // seconds
+  double bandwidth = 0;     // bytes per second of the narrowest link (0: no link)
 };
 
 struct Rank {
@@ -79,20 +89,22 @@ struct World {
   sg4::BarrierPtr start, end;
   uint64_t events = 0;
   Busy busy;
-  std::map<std::pair<const sg4::Host*, const sg4::Host*>, std::vector<sg4::Link*>> routes;
+  std::map<std::pair<const sg4::Host*, const sg4::Host*>, RouteInfo> routes;
   std::string failure;
   size_t sizeIndex = 0;
   double copyGBs = 0, reduceGBs = 0;  // cpu: this size's rates (memory or cache)
   bool deviceBound = false;
 
-  const std::vector<sg4::Link*>& route(const sg4::Host* a, const sg4::Host* b) {
+  const RouteInfo& route(const sg4::Host* a, const sg4::Host* b) {
     auto key = std::make_pair(a, b);
     auto it = routes.find(key);
     if (it != routes.end()) return it->second;
-    std::vector<sg4::Link*> links;
-    double latency = 0;
-    a->route_to(b, links, &latency);
-    return routes.emplace(key, std::move(links)).first->second;
+    RouteInfo info;
+    a->route_to(b, info.links, &info.latency);
+    for (const sg4::Link* l : info.links)
+      if (info.bandwidth == 0 || l->get_bandwidth() < info.bandwidth)
+        info.bandwidth = l->get_bandwidth();
+    return routes.emplace(key, std::move(info)).first->second;
   }
 };
 
@@ -193,7 +205,8 @@ std::pair<sg4::Host*, sg4::Host*> endpoints(const Rank& a, const Rank& b) {
 sg4::CommPtr startTransfer(World& w, const Rank& from, const Rank& to, double bytes) {
   auto [src, dst] = endpoints(from, to);
   const Machine& m = *w.m;
-  for (sg4::Link* l : w.route(src, dst)) w.busy.add(l, bytes / l->get_bandwidth(), linkName);
+  for (sg4::Link* l : w.route(src, dst).links)
+    w.busy.add(l, bytes / l->get_bandwidth(), linkName);
   ++w.events;
   sg4::CommPtr c = sg4::Comm::sendto_init(src, dst);
   c->set_payload_size(static_cast<uint64_t>(bytes));
@@ -206,8 +219,15 @@ bool SimBackend::signal(const exec::ExecOp& op) {
   const SemLink& s = r_.bp.sems[static_cast<size_t>(op.sem)];
   const Rank& peer = w_.ranks[static_cast<size_t>(r_.peerRank[static_cast<size_t>(s.peerSlot)])];
   SemQueue* q = r_.out[static_cast<size_t>(op.sem)];
-  q->inFlight.push_back(startTransfer(w_, r_, peer, w_.m->signalBytes));
+  auto [src, dst] = endpoints(r_, peer);
+  const RouteInfo& route = w_.route(src, dst);
+  const double bytes = w_.m->signalBytes;
+  double lands = sg4::Engine::get_clock() + route.latency;
+  if (bytes > 0 && route.bandwidth > 0) lands += bytes / route.bandwidth;
+  for (sg4::Link* l : route.links) w_.busy.add(l, bytes / l->get_bandwidth(), linkName);
+  q->landsAt.push_back(lands);
   q->posted->release();
+  ++w_.events;
   return true;
 }
 
@@ -219,9 +239,9 @@ exec::StepResult SimBackend::tryWait(const exec::ExecOp& op) {
   }
   SemQueue* q = r_.in[slot];
   q->posted->acquire();
-  sg4::CommPtr c = q->inFlight.front();
-  q->inFlight.pop_front();
-  c->wait();
+  const double lands = q->landsAt.front();
+  q->landsAt.pop_front();
+  if (lands > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(lands);
   return exec::StepResult::kDone;
 }
 

@@ -12,8 +12,10 @@
 //   through its own memory (gpu: at the GPU's memory bandwidth; cpu: a memcpy or reduction on
 //   the node's cores, which is also how a put into a peer's shared memory is charged), and ends
 //   when all are done: a GPU's CTA streams loads, math and stores, so they overlap;
-// - a signal is a small transfer (signalBytes) that the peer's matching wait consumes when it has
-//   landed; the signalling worker goes on at once; credits satisfy the first waits;
+// - a signal lands at its peer after the route's latency plus signalBytes over the route's
+//   narrowest link (a flag of a few bytes is not simulated as a flow of its own); the peer's
+//   matching wait consumes it once landed; the signalling worker goes on at once; credits
+//   satisfy the first waits;
 // - a barrier meets the rank's workers; an iteration ends when every worker of the rank ends it
 //   (the host executor's pass, the device executor's grid barrier);
 // - every size starts with every rank at the same instant and ends when the last rank finishes.
