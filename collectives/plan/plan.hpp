@@ -182,7 +182,9 @@ struct Plan {
 };
 
 // Limits that make a hostile plan fail cleanly instead of exhausting memory.
-inline constexpr int32_t kMaxPlanRanks = 1024;
+// 8192 ranks: a simulated cluster (tessera_sim) of 1,024 eight-GPU nodes; every per-rank limit
+// below still bounds what one rank's program may hold.
+inline constexpr int32_t kMaxPlanRanks = 8192;
 inline constexpr int32_t kMaxChunksPerSegment = 4096;
 inline constexpr int32_t kMaxScratchSegments = 4096;
 inline constexpr int32_t kMaxWorkers = 64;

@@ -120,7 +120,7 @@ TEST(PlanShape, AcceptsGoodPlans) {
 TEST(PlanShape, RejectsBadSizes) {
   Plan p = ringAllReduce(3);
   p.nranks = 0;
-  expectShapeError(p, "nranks: 0 out of range (1..1024)");
+  expectShapeError(p, strprintf("nranks: 0 out of range (1..%d)", kMaxPlanRanks));
   p = ringAllReduce(3);
   p.nranks = 4;
   expectShapeError(p, "ranks: 3 rank plans for nranks 4");
