@@ -41,10 +41,12 @@ constexpr const char* kUsage =
     "writing an algorithm: generate a plan to start from (or write one, plan_json.hpp), verify\n"
     "  it, run it with a perf binary (all_reduce_perf -t 8 --plan my.json), and simulate it on\n"
     "  machines you do not have, beside the generators' plans:\n"
-    "    tessera_plan generate --coll allreduce --algo ring --nranks 512 --hosts ... -o my.json\n"
+    "    tessera_plan generate --coll allreduce --algo ring --nranks 16 --workers 8 \\\n"
+    "        --hosts 0,0,0,0,0,0,0,0,1,1,1,1,1,1,1,1 -o my.json    (then edit my.json)\n"
     "    tessera_plan verify my.json\n"
-    "    tessera_sim --plan my.json --platform dgx-h100 --nodes 64 -b 1M -e 256M\n"
-    "    tessera_sim --algo ring --nodes 64 ...; tessera_sim --algo tree --nodes 64 ...\n"
+    "    tessera_sim --plan my.json --platform dgx-h100 -b 1M -e 256M\n"
+    "    tessera_sim --algo ring --zero-copy --workers 8 --platform dgx-h100 --nodes 2 ...\n"
+    "    tessera_sim --algo tree --zero-copy --platform dgx-h100 --nodes 2 ...\n"
     "exit codes: 0 ok, 1 verification or I/O failure, 2 usage\n";
 
 int usage(const char* why) {
