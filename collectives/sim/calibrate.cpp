@@ -71,28 +71,30 @@ Result measureReduce(char* a, char* b, char* out, size_t region, int repeat, dou
   return tsrSuccess;
 }
 
-// Ping-pong through one shared word: the child answers each value with the next one. The waits
-// spin and yield, as the host executor's do before they park.
+// Spins (yielding every 256 polls, as the host executor's waits do before they park) until the
+// shared word reaches v; false at the deadline.
+bool waitAtLeast(const std::atomic<uint64_t>* word, uint64_t v, double deadline) {
+  for (uint32_t spin = 0; word->load(std::memory_order_acquire) < v; ++spin) {
+    if ((spin & 255) == 255) {
+      sched_yield();
+      if (nowSeconds() > deadline) return false;
+    }
+  }
+  return true;
+}
+
+// Ping-pong through one shared word: the child answers each value with the next one.
 Result measureSignal(double* us) {
   void* mem = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return TSR_FAIL(tsrSystemError, "calibration: mmap: %s", strerror(errno));
   auto* word = new (mem) std::atomic<uint64_t>(0);
   constexpr uint64_t kTrips = 20000;
-  auto waitFor = [&](uint64_t v, double deadline) {
-    for (uint32_t spin = 0; word->load(std::memory_order_acquire) < v; ++spin) {
-      if ((spin & 255) == 255) {
-        sched_yield();
-        if (nowSeconds() > deadline) return false;
-      }
-    }
-    return true;
-  };
   pid_t child = fork();
   if (child < 0) return TSR_FAIL(tsrSystemError, "calibration: fork: %s", strerror(errno));
   if (child == 0) {
     double deadline = nowSeconds() + 20;
     for (uint64_t v = 1; v < 2 * kTrips; v += 2) {
-      if (!waitFor(v, deadline)) _exit(1);
+      if (!waitAtLeast(word, v, deadline)) _exit(1);
       word->store(v + 1, std::memory_order_release);
     }
     _exit(0);
@@ -102,7 +104,7 @@ Result measureSignal(double* us) {
   double t0 = nowSeconds();
   for (uint64_t v = 1; v < 2 * kTrips && ok; v += 2) {
     word->store(v, std::memory_order_release);
-    ok = waitFor(v + 1, deadline);
+    ok = waitAtLeast(word, v + 1, deadline);
   }
   double t1 = nowSeconds();
   int status = 0;
@@ -126,15 +128,6 @@ Result measureCrossCore(size_t region, char* local, char* out, double* copyGBs,
   auto* word = new (mem) std::atomic<uint64_t>(0);
   char* data = static_cast<char*>(mem) + 4096;
   constexpr uint64_t kTurns = 4 * kRounds;
-  auto waitFor = [&](uint64_t v, double deadline) {
-    for (uint32_t spin = 0; word->load(std::memory_order_acquire) < v; ++spin) {
-      if ((spin & 255) == 255) {
-        sched_yield();
-        if (nowSeconds() > deadline) return false;
-      }
-    }
-    return true;
-  };
   pid_t child = fork();
   if (child < 0) {
     munmap(mem, bytes);
@@ -143,7 +136,7 @@ Result measureCrossCore(size_t region, char* local, char* out, double* copyGBs,
   if (child == 0) {
     double deadline = nowSeconds() + 20;
     for (uint64_t k = 0; k < kTurns; ++k) {
-      if (!waitFor(2 * k + 1, deadline)) _exit(1);
+      if (!waitAtLeast(word, 2 * k + 1, deadline)) _exit(1);
       std::memset(data, static_cast<int>(k), region);
       word->store(2 * k + 2, std::memory_order_release);
     }
@@ -154,7 +147,7 @@ Result measureCrossCore(size_t region, char* local, char* out, double* copyGBs,
   bool ok = true;
   for (uint64_t k = 0; k < kTurns && ok; ++k) {
     word->store(2 * k + 1, std::memory_order_release);
-    if (!(ok = waitFor(2 * k + 2, deadline))) break;
+    if (!(ok = waitAtLeast(word, 2 * k + 2, deadline))) break;
     double t0 = nowSeconds();
     if (k % 2 == 0) {
       hostCopyBytes(out, nullptr, data, region);
