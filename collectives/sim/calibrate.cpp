@@ -21,8 +21,7 @@ namespace {
 constexpr Subsys kLogSubsys = Subsys::kColl;
 
 double nowSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 double median(std::vector<double> v) {
@@ -54,17 +53,17 @@ Result measureReduce(char* a, char* b, char* out, size_t region, int repeat, dou
   for (int r = 0; r < kRounds; ++r) {
     double t0 = nowSeconds();
     for (int k = 0; k < repeat; ++k)
-    for (size_t off = 0; off < region; off += block) {
-      const void* srcs[2] = {a + off, b + off};
-      HostReduceArgs args{};
-      args.op.kind = RedKind::kSum;
-      args.dtype = tsrFloat32;
-      args.srcs = srcs;
-      args.nsrcs = 2;
-      args.dst = out + off;
-      args.count = block / 4;
-      TSR_CHECK(hostReduce(args));
-    }
+      for (size_t off = 0; off < region; off += block) {
+        const void* srcs[2] = {a + off, b + off};
+        HostReduceArgs args{};
+        args.op.kind = RedKind::kSum;
+        args.dtype = tsrFloat32;
+        args.srcs = srcs;
+        args.nsrcs = 2;
+        args.dst = out + off;
+        args.count = block / 4;
+        TSR_CHECK(hostReduce(args));
+      }
     rates.push_back(static_cast<double>(region) * repeat / (nowSeconds() - t0) / 1e9);
   }
   *gbs = median(rates);
@@ -120,8 +119,7 @@ Result measureSignal(double* us) {
 // Data another process just wrote, copied (even rounds) or reduced with a local buffer (odd
 // rounds) by this one: what a rank does with what a peer put into its scratch. `region` bytes of
 // shared memory, written by a forked child between rounds.
-Result measureCrossCore(size_t region, char* local, char* out, double* copyGBs,
-                        double* reduceGBs) {
+Result measureCrossCore(size_t region, char* local, char* out, double* copyGBs, double* reduceGBs) {
   const size_t bytes = region + 4096;
   void* mem = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return TSR_FAIL(tsrSystemError, "calibration: mmap: %s", strerror(errno));
@@ -180,7 +178,8 @@ Result measureCrossCore(size_t region, char* local, char* out, double* copyGBs,
 double lastLevelCacheBytes() {
   double best = 0;
   for (int i = 0; i < 8; ++i) {
-    FILE* f = std::fopen(strprintf("/sys/devices/system/cpu/cpu0/cache/index%d/size", i).c_str(), "r");
+    FILE* f =
+        std::fopen(strprintf("/sys/devices/system/cpu/cpu0/cache/index%d/size", i).c_str(), "r");
     if (f == nullptr) continue;
     double v = 0;
     char unit = 0;
@@ -198,8 +197,9 @@ Result calibrateThisHost(Calibration* out) {
   Calibration c;
   cpu_set_t set;
   CPU_ZERO(&set);
-  c.cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
-                                                          : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  c.cores = sched_getaffinity(0, sizeof(set), &set) == 0
+                ? CPU_COUNT(&set)
+                : static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   c.cores = std::max(c.cores, 1);
   std::vector<char> a(kRegion, 1), b(kRegion, 2), d(kRegion, 0);
   c.copyGBs = measureCopy(a.data(), d.data(), kRegion, 1);

@@ -25,8 +25,8 @@ std::string encode(Result r, const SimReport& rep) {
   o << "OK " << rep.rows.size() << ' ' << rep.events << ' ' << rep.wallSeconds << ' '
     << rep.simSeconds << ' ' << rep.plan << '\n';
   for (const SimRow& row : rep.rows)
-    o << row.bytes << ' ' << row.count << ' ' << row.iterations << ' ' << row.us << ' '
-      << row.algbw << ' ' << row.busbw << ' ' << row.bottleneckBusy << ' '
+    o << row.bytes << ' ' << row.count << ' ' << row.iterations << ' ' << row.us << ' ' << row.algbw
+      << ' ' << row.busbw << ' ' << row.bottleneckBusy << ' '
       << (row.bottleneck.empty() ? "-" : row.bottleneck) << '\n';
   return o.str();
 }
@@ -53,8 +53,10 @@ Result decode(const std::string& text, SimReport* out) {
     SimRow row;
     if (!(in >> row.bytes >> row.count >> row.iterations >> row.us >> row.algbw >> row.busbw >>
           row.bottleneckBusy >> row.bottleneck))
-      return TSR_FAIL(tsrInternalError, "simulateForked: row %zu of the child's report is "
-                                        "unreadable", i);
+      return TSR_FAIL(tsrInternalError,
+                      "simulateForked: row %zu of the child's report is "
+                      "unreadable",
+                      i);
     if (row.bottleneck == "-") row.bottleneck.clear();
     rep.rows.push_back(row);
   }

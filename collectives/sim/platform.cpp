@@ -60,29 +60,32 @@ Result platformPreset(const std::string& name, int nodes, Machine* out) {
     return TSR_FAIL(tsrInvalidArgument, "platform %s: %d nodes is outside 1..%d", name.c_str(),
                     nodes, kMaxSimNodes);
   if (name == "dgx-h100") {
-    *out = gpuPreset("dgx-h100",
-                     "NVIDIA DGX H100 user guide and H100 SXM5 datasheet: 8 H100 SXM5 per node, "
-                     "HBM3 3.35 TB/s, NVLink4 900 GB/s per GPU (450 GB/s per direction) into "
-                     "NVSwitch, 8 ConnectX-7 400 Gb/s (50 GB/s per direction) NICs; link "
-                     "latencies assumed (0.5 us per NVLink, 1 us per NIC, 0.5 us fabric); NVLink efficiency "
-                     "0.8386 calibrated on NCCL's 8 x H100 ring all-reduce (nccl#1455)",
-                     nodes, 3350, 450, 50);
+    *out = gpuPreset(
+        "dgx-h100",
+        "NVIDIA DGX H100 user guide and H100 SXM5 datasheet: 8 H100 SXM5 per node, "
+        "HBM3 3.35 TB/s, NVLink4 900 GB/s per GPU (450 GB/s per direction) into "
+        "NVSwitch, 8 ConnectX-7 400 Gb/s (50 GB/s per direction) NICs; link "
+        "latencies assumed (0.5 us per NVLink, 1 us per NIC, 0.5 us fabric); NVLink efficiency "
+        "0.8386 calibrated on NCCL's 8 x H100 ring all-reduce (nccl#1455)",
+        nodes, 3350, 450, 50);
   } else if (name == "dgx-a100") {
-    *out = gpuPreset("dgx-a100",
-                     "NVIDIA DGX A100 user guide and A100 SXM4 80GB datasheet: 8 A100 per node, "
-                     "HBM2e 2.039 TB/s, NVLink3 600 GB/s per GPU (300 GB/s per direction) into "
-                     "NVSwitch, 8 ConnectX-6 200 Gb/s (25 GB/s per direction) NICs; link "
-                     "latencies assumed (0.5 us per NVLink, 1 us per NIC, 0.5 us fabric); NVLink efficiency "
-                     "0.8386 as calibrated on H100 (nccl#1455)",
-                     nodes, 2039, 300, 25);
+    *out = gpuPreset(
+        "dgx-a100",
+        "NVIDIA DGX A100 user guide and A100 SXM4 80GB datasheet: 8 A100 per node, "
+        "HBM2e 2.039 TB/s, NVLink3 600 GB/s per GPU (300 GB/s per direction) into "
+        "NVSwitch, 8 ConnectX-6 200 Gb/s (25 GB/s per direction) NICs; link "
+        "latencies assumed (0.5 us per NVLink, 1 us per NIC, 0.5 us fabric); NVLink efficiency "
+        "0.8386 as calibrated on H100 (nccl#1455)",
+        nodes, 2039, 300, 25);
   } else if (name == "hgx-h200") {
-    *out = gpuPreset("hgx-h200",
-                     "NVIDIA H200 SXM datasheet and HGX H200 reference design: 8 H200 per node, "
-                     "HBM3e 4.8 TB/s, NVLink4 900 GB/s per GPU (450 GB/s per direction) into "
-                     "NVSwitch, 8 400 Gb/s (50 GB/s per direction) NICs; link latencies assumed "
-                     "(0.5 us per NVLink, 1 us per NIC, 0.5 us fabric); NVLink efficiency 0.8386 as "
-                     "calibrated on H100 (nccl#1455)",
-                     nodes, 4800, 450, 50);
+    *out =
+        gpuPreset("hgx-h200",
+                  "NVIDIA H200 SXM datasheet and HGX H200 reference design: 8 H200 per node, "
+                  "HBM3e 4.8 TB/s, NVLink4 900 GB/s per GPU (450 GB/s per direction) into "
+                  "NVSwitch, 8 400 Gb/s (50 GB/s per direction) NICs; link latencies assumed "
+                  "(0.5 us per NVLink, 1 us per NIC, 0.5 us fabric); NVLink efficiency 0.8386 as "
+                  "calibrated on H100 (nccl#1455)",
+                  nodes, 4800, 450, 50);
   } else if (name == "this-host") {
     if (nodes != 1)
       return TSR_FAIL(tsrInvalidArgument, "platform this-host has one node, not %d", nodes);
@@ -128,25 +131,27 @@ Result checkMachine(const Machine& m, const std::string& source) {
   if (m.kind == MachineKind::kCpu && m.cacheBytes > 0 &&
       !(finitePositive(m.cacheCopyGBs) && finitePositive(m.cacheReduceGBs)))
     return TSR_FAIL(tsrInvalidArgument,
-                    "%s: cacheBytes is set, so cacheCopyGBs and cacheReduceGBs must be positive", s);
+                    "%s: cacheBytes is set, so cacheCopyGBs and cacheReduceGBs must be positive",
+                    s);
   if (m.nodes > 1) {
     if (m.nicsPerNode < 1 || m.nicsPerNode > m.ranksPerNode)
       return bad("nicsPerNode", m.nicsPerNode, "expected 1..ranksPerNode");
     if (!finitePositive(m.nicGBs)) return bad("nicGBs", m.nicGBs, "expected a positive number");
   }
   const std::pair<const char*, double> nonNegative[] = {
-      {"intraLatencyUs", m.intraLatencyUs}, {"signalUs", m.signalUs},
-      {"nicLatencyUs", m.nicLatencyUs},     {"fabricLatencyUs", m.fabricLatencyUs},
-      {"signalBytes", m.signalBytes},       {"workerGBs", m.workerGBs},
-      {"intraEfficiency", m.intraEfficiency},
-      {"cacheBytes", m.cacheBytes / 1e6}};
+      {"intraLatencyUs", m.intraLatencyUs},   {"signalUs", m.signalUs},
+      {"nicLatencyUs", m.nicLatencyUs},       {"fabricLatencyUs", m.fabricLatencyUs},
+      {"signalBytes", m.signalBytes},         {"workerGBs", m.workerGBs},
+      {"intraEfficiency", m.intraEfficiency}, {"cacheBytes", m.cacheBytes / 1e6}};
   for (const auto& [field, v] : nonNegative)
-    if (!std::isfinite(v) || v < 0 || v > 1e9)
-      return bad(field, v, "expected a number in 0..1e9");
-  const std::pair<const char*, double> rates[] = {
-      {"memGBs", m.memGBs},   {"intraGBs", m.intraGBs},   {"copyGBs", m.copyGBs},
-      {"reduceGBs", m.reduceGBs}, {"nicGBs", m.nicGBs},   {"cacheCopyGBs", m.cacheCopyGBs},
-      {"cacheReduceGBs", m.cacheReduceGBs}};
+    if (!std::isfinite(v) || v < 0 || v > 1e9) return bad(field, v, "expected a number in 0..1e9");
+  const std::pair<const char*, double> rates[] = {{"memGBs", m.memGBs},
+                                                  {"intraGBs", m.intraGBs},
+                                                  {"copyGBs", m.copyGBs},
+                                                  {"reduceGBs", m.reduceGBs},
+                                                  {"nicGBs", m.nicGBs},
+                                                  {"cacheCopyGBs", m.cacheCopyGBs},
+                                                  {"cacheReduceGBs", m.cacheReduceGBs}};
   for (const auto& [field, v] : rates)
     if (!std::isfinite(v) || v < 0 || v > 1e7) return bad(field, v, "expected 0..1e7 GB/s");
   return tsrSuccess;
@@ -176,8 +181,7 @@ Result readInt(const json& doc, const char* field, const std::string& source, in
   return tsrSuccess;
 }
 
-Result readString(const json& doc, const char* field, const std::string& source,
-                  std::string* out) {
+Result readString(const json& doc, const char* field, const std::string& source, std::string* out) {
   auto it = doc.find(field);
   if (it == doc.end()) return tsrSuccess;
   if (!it->is_string() || it->get<std::string>().size() > 4096)
@@ -197,11 +201,12 @@ Result machineFromJson(const std::string& text, const std::string& source, Machi
   if (doc.is_discarded()) return TSR_FAIL(tsrInvalidArgument, "%s: not valid JSON", s);
   if (!doc.is_object()) return TSR_FAIL(tsrInvalidArgument, "%s: expected a JSON object", s);
   static const char* const kFields[] = {
-      "format",         "version",   "name",      "source",       "kind",
-      "nodes",          "ranksPerNode", "memGBs", "intraGBs",     "intraLatencyUs",
-      "cores",          "copyGBs",   "reduceGBs", "signalUs",     "nicsPerNode",
-      "nicGBs",         "nicLatencyUs", "fabricLatencyUs", "signalBytes", "workerGBs",
-      "cacheBytes",     "cacheCopyGBs", "cacheReduceGBs", "intraEfficiency"};
+      "format",       "version",         "name",           "source",
+      "kind",         "nodes",           "ranksPerNode",   "memGBs",
+      "intraGBs",     "intraLatencyUs",  "cores",          "copyGBs",
+      "reduceGBs",    "signalUs",        "nicsPerNode",    "nicGBs",
+      "nicLatencyUs", "fabricLatencyUs", "signalBytes",    "workerGBs",
+      "cacheBytes",   "cacheCopyGBs",    "cacheReduceGBs", "intraEfficiency"};
   for (auto it = doc.begin(); it != doc.end(); ++it) {
     bool known = false;
     for (const char* f : kFields) known = known || it.key() == f;
@@ -234,15 +239,21 @@ Result machineFromJson(const std::string& text, const std::string& source, Machi
   TSR_CHECK(readInt(doc, "ranksPerNode", source, &m.ranksPerNode));
   TSR_CHECK(readInt(doc, "cores", source, &m.cores));
   TSR_CHECK(readInt(doc, "nicsPerNode", source, &m.nicsPerNode));
-  const std::pair<const char*, double*> numbers[] = {
-      {"memGBs", &m.memGBs},         {"intraGBs", &m.intraGBs},
-      {"intraLatencyUs", &m.intraLatencyUs}, {"copyGBs", &m.copyGBs},
-      {"reduceGBs", &m.reduceGBs},   {"signalUs", &m.signalUs},
-      {"nicGBs", &m.nicGBs},         {"nicLatencyUs", &m.nicLatencyUs},
-      {"fabricLatencyUs", &m.fabricLatencyUs}, {"signalBytes", &m.signalBytes},
-      {"workerGBs", &m.workerGBs},   {"cacheBytes", &m.cacheBytes},
-      {"cacheCopyGBs", &m.cacheCopyGBs}, {"cacheReduceGBs", &m.cacheReduceGBs},
-      {"intraEfficiency", &m.intraEfficiency}};
+  const std::pair<const char*, double*> numbers[] = {{"memGBs", &m.memGBs},
+                                                     {"intraGBs", &m.intraGBs},
+                                                     {"intraLatencyUs", &m.intraLatencyUs},
+                                                     {"copyGBs", &m.copyGBs},
+                                                     {"reduceGBs", &m.reduceGBs},
+                                                     {"signalUs", &m.signalUs},
+                                                     {"nicGBs", &m.nicGBs},
+                                                     {"nicLatencyUs", &m.nicLatencyUs},
+                                                     {"fabricLatencyUs", &m.fabricLatencyUs},
+                                                     {"signalBytes", &m.signalBytes},
+                                                     {"workerGBs", &m.workerGBs},
+                                                     {"cacheBytes", &m.cacheBytes},
+                                                     {"cacheCopyGBs", &m.cacheCopyGBs},
+                                                     {"cacheReduceGBs", &m.cacheReduceGBs},
+                                                     {"intraEfficiency", &m.intraEfficiency}};
   for (const auto& [field, v] : numbers) TSR_CHECK(readNumber(doc, field, source, v));
   TSR_CHECK(checkMachine(m, source));
   *out = std::move(m);

@@ -1,7 +1,6 @@
 // The simulated executor (simulator.hpp) on SimGrid's S4U interface.
 #include "collectives/sim/simulator.hpp"
 
-#include <simgrid/s4u.hpp>
 #include <xbt/log.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include <cmath>
 #include <deque>
 #include <map>
+#include <simgrid/s4u.hpp>
 #include <unordered_map>
 
 #include "collectives/algorithms/algorithms.hpp"
@@ -28,8 +28,7 @@ constexpr Subsys kLogSubsys = Subsys::kColl;
 constexpr double kHostSpeed = 1e9;
 
 double nowSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // One semaphore (from -> to, channel): when each signal in flight lands, in order, and how many
@@ -44,8 +43,8 @@ struct SemQueue {
 
 struct RouteInfo {
   std::vector<sg4::Link*> links;
-  double latency = 0;       // seconds
-  double bandwidth = 0;     // bytes per second of the narrowest link (0: no link)
+  double latency = 0;    // seconds
+  double bandwidth = 0;  // bytes per second of the narrowest link (0: no link)
 };
 
 struct Rank {
@@ -53,13 +52,13 @@ struct Rank {
   sg4::Host* host = nullptr;  // the GPU, or the node's CPU
   sg4::Host* nic = nullptr;   // its NIC (nodes > 1)
   int node = 0;
-  std::vector<int> peerRank;          // per peer slot
-  std::vector<SemQueue*> in, out;     // per semaphore slot: (peer -> me), (me -> peer)
-  std::vector<int64_t> credits;       // per semaphore slot
-  sg4::BarrierPtr opBarrier;          // the plan's barrier op
-  sg4::BarrierPtr iterBarrier;        // the end of an iteration
+  std::vector<int> peerRank;       // per peer slot
+  std::vector<SemQueue*> in, out;  // per semaphore slot: (peer -> me), (me -> peer)
+  std::vector<int64_t> credits;    // per semaphore slot
+  sg4::BarrierPtr opBarrier;       // the plan's barrier op
+  sg4::BarrierPtr iterBarrier;     // the end of an iteration
   uint64_t slice = 0, iterations = 0, count = 0;
-  std::vector<uint32_t> pc;           // per worker: the op it is at (deadlock reports)
+  std::vector<uint32_t> pc;  // per worker: the op it is at (deadlock reports)
 };
 
 // Busy time per resource (a link or a host's cores) during one size.
@@ -73,12 +72,8 @@ struct Busy {
   }
 };
 
-const std::string& linkName(const void* l) {
-  return static_cast<const sg4::Link*>(l)->get_name();
-}
-const std::string& hostName(const void* h) {
-  return static_cast<const sg4::Host*>(h)->get_name();
-}
+const std::string& linkName(const void* l) { return static_cast<const sg4::Link*>(l)->get_name(); }
+const std::string& hostName(const void* h) { return static_cast<const sg4::Host*>(h)->get_name(); }
 
 struct World {
   const SimSpec* spec = nullptr;
@@ -205,8 +200,7 @@ std::pair<sg4::Host*, sg4::Host*> endpoints(const Rank& a, const Rank& b) {
 sg4::CommPtr startTransfer(World& w, const Rank& from, const Rank& to, double bytes) {
   auto [src, dst] = endpoints(from, to);
   const Machine& m = *w.m;
-  for (sg4::Link* l : w.route(src, dst).links)
-    w.busy.add(l, bytes / l->get_bandwidth(), linkName);
+  for (sg4::Link* l : w.route(src, dst).links) w.busy.add(l, bytes / l->get_bandwidth(), linkName);
   ++w.events;
   sg4::CommPtr c = sg4::Comm::sendto_init(src, dst);
   c->set_payload_size(static_cast<uint64_t>(bytes));
@@ -290,8 +284,8 @@ void runWorker(World& w, int rankIndex, int worker) {
         b.cost().clear();
         exec::StepResult res = exec::runOp(b, worker, op, bp.refs.data(), L);
         if (res != exec::StepResult::kDone) {
-          w.failure = strprintf("rank %d worker %d op %d failed", rankIndex, worker,
-                                bp.planOpIndex[pc]);
+          w.failure =
+              strprintf("rank %d worker %d op %d failed", rankIndex, worker, bp.planOpIndex[pc]);
           sg4::Actor::kill_all();
           return;
         }
@@ -364,9 +358,9 @@ void buildPlatform(World& w) {
     if (fabric != nullptr) {
       for (int j = 0; j < m.nicsPerNode; ++j) {
         sg4::Host* nic = fabric->create_host(strprintf("n%d.nic%d", k, j), kHostSpeed);
-        sg4::Link* l = fabric->create_split_duplex_link(strprintf("n%d.nic%d.port", k, j),
-                                                        m.nicGBs * 1e9)
-                           ->set_latency((m.nicLatencyUs + m.fabricLatencyUs / 2) * 1e-6);
+        sg4::Link* l =
+            fabric->create_split_duplex_link(strprintf("n%d.nic%d.port", k, j), m.nicGBs * 1e9)
+                ->set_latency((m.nicLatencyUs + m.fabricLatencyUs / 2) * 1e-6);
         fabric->add_route(nic->get_netpoint(), nullptr, nullptr, nullptr,
                           {{l, sg4::LinkInRoute::Direction::UP}}, true);
         nics[static_cast<size_t>(k * m.nicsPerNode + j)] = nic;
@@ -420,8 +414,8 @@ std::string deadlockText(const World& w) {
     for (size_t k = 0; k < rank.pc.size() && shown < 4; ++k) {
       uint32_t pc = rank.pc[k];
       if (pc >= rank.bp.workerBegin[k + 1]) continue;
-      const Op& op = rank.bp.plan->ranks[r].workers[k].ops[static_cast<size_t>(
-          rank.bp.planOpIndex[pc])];
+      const Op& op =
+          rank.bp.plan->ranks[r].workers[k].ops[static_cast<size_t>(rank.bp.planOpIndex[pc])];
       text += strprintf("%srank %zu worker %zu op %d (%s)", text.empty() ? "" : "; ", r, k,
                         rank.bp.planOpIndex[pc], describeOp(op).c_str());
       ++shown;
@@ -593,12 +587,12 @@ Result simulate(const SimSpec& spec, SimReport* out) {
     return TSR_FAIL(tsrInternalError, "simulation of %s: %s", plan->name.c_str(),
                     w.failure.c_str());
   if (!finished || sg4::Engine::get_instance()->get_actor_count() > 0)
-    return TSR_FAIL(tsrInvalidUsage,
-                    "simulation of %s: the plan deadlocks at %llu bytes: every actor waits (%s)",
-                    plan->name.c_str(),
-                    static_cast<unsigned long long>(spec.sizes.empty() ? 0
-                                                                       : spec.sizes[w.sizeIndex]),
-                    deadlockText(w).c_str());
+    return TSR_FAIL(
+        tsrInvalidUsage,
+        "simulation of %s: the plan deadlocks at %llu bytes: every actor waits (%s)",
+        plan->name.c_str(),
+        static_cast<unsigned long long>(spec.sizes.empty() ? 0 : spec.sizes[w.sizeIndex]),
+        deadlockText(w).c_str());
   SimReport rep;
   rep.plan = plan->name;
   rep.rows = std::move(rows);

@@ -63,7 +63,7 @@ struct SimRow {
   uint64_t bytes = 0;  // as counted above (0 when the count rounds to nothing)
   uint64_t count = 0;  // elements per rank per segment (the call's count)
   uint64_t iterations = 0;
-  double us = 0;  // simulated time of the call
+  double us = 0;                // simulated time of the call
   double algbw = 0, busbw = 0;  // GB/s, nccl-tests' definitions
   std::string bottleneck;       // the resource busiest during the call
   double bottleneckBusy = 0;    // its busy time / the call's time

@@ -1,7 +1,7 @@
 // tessera_sim: tessera's plans simulated on a machine model (collectives/sim, SimGrid).
 // Exit codes: 0 ok, 1 simulation or I/O failure, 2 usage.
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -86,9 +86,12 @@ bool parseSize(const char* s, uint64_t* out) {
   double v = std::strtod(s, &end);
   if (errno != 0 || end == s || !(v >= 0) || v > 1e15) return false;
   double mult = 1;
-  if (*end == 'K' || *end == 'k') mult = 1024.0, ++end;
-  else if (*end == 'M' || *end == 'm') mult = 1024.0 * 1024, ++end;
-  else if (*end == 'G' || *end == 'g') mult = 1024.0 * 1024 * 1024, ++end;
+  if (*end == 'K' || *end == 'k')
+    mult = 1024.0, ++end;
+  else if (*end == 'M' || *end == 'm')
+    mult = 1024.0 * 1024, ++end;
+  else if (*end == 'G' || *end == 'g')
+    mult = 1024.0 * 1024 * 1024, ++end;
   if (*end != '\0' || v * mult > 1e15) return false;
   *out = static_cast<uint64_t>(v * mult);
   return true;
@@ -174,11 +177,14 @@ int main(int argc, char** argv) {
     } else if (a == "--compare") {
       compareFile = v;
     } else if (a == "--nranks") {
-      if (!parseInt(v, 1, kMaxSimRanks, &nranks)) return usage("--nranks: expected 1.." + std::to_string(kMaxSimRanks));
+      if (!parseInt(v, 1, kMaxSimRanks, &nranks))
+        return usage("--nranks: expected 1.." + std::to_string(kMaxSimRanks));
     } else if (a == "--nodes") {
-      if (!parseInt(v, 1, kMaxSimNodes, &nodes)) return usage("--nodes: expected 1.." + std::to_string(kMaxSimNodes));
+      if (!parseInt(v, 1, kMaxSimNodes, &nodes))
+        return usage("--nodes: expected 1.." + std::to_string(kMaxSimNodes));
     } else if (a == "--pipeline") {
-      if (!parseInt(v, 0, kMaxChunksPerSegment, &spec.pipeline)) return usage("--pipeline: expected 0..4096");
+      if (!parseInt(v, 0, kMaxChunksPerSegment, &spec.pipeline))
+        return usage("--pipeline: expected 0..4096");
     } else if (a == "--workers") {
       if (!parseInt(v, 1, kMaxWorkers, &spec.workers)) return usage("--workers: expected 1..64");
     } else if (a == "--root") {
@@ -186,7 +192,8 @@ int main(int argc, char** argv) {
     } else if (a == "--elem-size") {
       if (!parseInt(v, 1, 8, &spec.elemSize)) return usage("--elem-size: expected 1, 2, 4 or 8");
     } else if (a == "--scratch-bytes") {
-      if (!parseSize(v, &spec.scratchBytes) || spec.scratchBytes == 0) return usage("--scratch-bytes: expected a size");
+      if (!parseSize(v, &spec.scratchBytes) || spec.scratchBytes == 0)
+        return usage("--scratch-bytes: expected a size");
     } else if (a == "-b" || a == "--minbytes") {
       if (!parseSize(v, &minBytes)) return usage("-b: expected a size (8, 64K, 256M)");
     } else if (a == "-e" || a == "--maxbytes") {
@@ -194,7 +201,8 @@ int main(int argc, char** argv) {
     } else if (a == "-f" || a == "--stepfactor") {
       char* end = nullptr;
       factor = std::strtod(v, &end);
-      if (end == v || *end != '\0' || !(factor > 1) || factor > 1024) return usage("-f: expected a factor > 1");
+      if (end == v || *end != '\0' || !(factor > 1) || factor > 1024)
+        return usage("-f: expected a factor > 1");
     } else {
       return usage("unknown option " + a);
     }
@@ -249,7 +257,7 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   spec.machine = m;
-  for (uint64_t s = minBytes;; ) {
+  for (uint64_t s = minBytes;;) {
     spec.sizes.push_back(s);
     if (spec.sizes.size() > 4096) return usage("too many sizes");
     uint64_t next = static_cast<uint64_t>(std::llround(static_cast<double>(s) * factor));
@@ -277,10 +285,14 @@ int main(int argc, char** argv) {
     doc["engine_seconds"] = rep.simSeconds;
     doc["rows"] = nlohmann::json::array();
     for (const SimRow& r : rep.rows) {
-      nlohmann::json row = {{"size", r.bytes},          {"count", r.count},
-                            {"iterations", r.iterations}, {"time_us", r.us},
-                            {"algbw_gbps", r.algbw},    {"busbw_gbps", r.busbw},
-                            {"bottleneck", r.bottleneck}, {"bottleneck_busy", r.bottleneckBusy}};
+      nlohmann::json row = {{"size", r.bytes},
+                            {"count", r.count},
+                            {"iterations", r.iterations},
+                            {"time_us", r.us},
+                            {"algbw_gbps", r.algbw},
+                            {"busbw_gbps", r.busbw},
+                            {"bottleneck", r.bottleneck},
+                            {"bottleneck_busy", r.bottleneckBusy}};
       auto it = measured.find(r.bytes);
       if (it != measured.end() && it->second > 0) {
         row["measured_us"] = it->second;

@@ -120,12 +120,10 @@ TEST(SimExact, RingAllReduceMatchesTheBandwidthTermPlusLatencies) {
     ASSERT_EQ(rep.rows.size(), 2u);
     const double grow = rep.rows[1].us - rep.rows[0].us;
     const double expect = 2.0 * (n - 1) / n *
-                          static_cast<double>(rep.rows[1].bytes - rep.rows[0].bytes) /
-                          (kGBs * 1e3);
+                          static_cast<double>(rep.rows[1].bytes - rep.rows[0].bytes) / (kGBs * 1e3);
     EXPECT_NEAR(grow, expect, expect * 1e-6) << n << " ranks";
-    const double latency = rep.rows[0].us - 2.0 * (n - 1) / n *
-                                                static_cast<double>(rep.rows[0].bytes) /
-                                                (kGBs * 1e3);
+    const double latency =
+        rep.rows[0].us - 2.0 * (n - 1) / n * static_cast<double>(rep.rows[0].bytes) / (kGBs * 1e3);
     const double routes = latency / (2 * kLatUs);
     EXPECT_NEAR(routes, std::round(routes), 1e-3) << n << " ranks: " << latency << " us";
     EXPECT_GE(std::round(routes), 2.0 * (n - 1)) << "at least one route per ring step";
@@ -202,8 +200,7 @@ TEST(SimErrors, HostileMachineFilesGetASentence) {
       {R"({"format": "tessera-machine", "version": 1, "kind": "tpu"})", "kind"},
       {R"({"format": "tessera-machine", "version": 1, "nodes": "two", "memGBs": 1})",
        "nodes: expected an integer"},
-      {R"({"format": "tessera-machine", "version": 1, "nodes": 99999999, "memGBs": 1})",
-       "nodes"},
+      {R"({"format": "tessera-machine", "version": 1, "nodes": 99999999, "memGBs": 1})", "nodes"},
       {R"({"format": "tessera-machine", "version": 1, "memGBs": -5})", "memGBs"},
       {R"({"format": "tessera-machine", "version": 1, "memGBs": 1e300})", "memGBs"},
       {R"({"format": "tessera-machine", "version": 1, "memGBs": 100, "ranksPerNode": 4})",
@@ -290,7 +287,8 @@ TEST(SimGenerators, EveryPlanCompletesWithoutADeadlock) {
     spec.sizes = {0, 4096, 1 << 20};
     SimReport rep;
     Result r = simulateForked(spec, &rep);
-    if (r == tsrInvalidArgument && std::string(lastErrorMessage()).find("algorithm") != std::string::npos)
+    if (r == tsrInvalidArgument &&
+        std::string(lastErrorMessage()).find("algorithm") != std::string::npos)
       continue;  // the family does not make this case (e.g. hier on one host)
     ASSERT_EQ(r, tsrSuccess) << k.algo << " " << collectiveName(k.c) << " n=" << k.n
                              << (k.zc ? " zero-copy" : "") << ": " << lastErrorMessage();
