@@ -63,8 +63,8 @@ Result EngineImpl::agreeTransportClasses() {
 // another host's) and the same filters. Collective (the first tuned call, host or device).
 Result EngineImpl::agreeTuner() {
   std::vector<uint64_t> digests(2 * static_cast<size_t>(nranks_));
-  digests[2 * static_cast<size_t>(rank_)] = tuner_.fileDigest();
-  digests[2 * static_cast<size_t>(rank_) + 1] = tuner_.filterDigest();
+  digests[2 * static_cast<size_t>(rank_)] = planner_.tuner().fileDigest();
+  digests[2 * static_cast<size_t>(rank_) + 1] = planner_.tuner().filterDigest();
   TSR_CHECK(ctx_->bootstrap().allGather(digests.data(), 2 * sizeof(uint64_t)));
   bool sameFile = true;
   for (int p = 0; p < nranks_; ++p) {
@@ -80,11 +80,11 @@ Result EngineImpl::agreeTuner() {
       TSR_WARN(
           "the ranks' tuner files differ (this one's: %s): every rank uses the built-in "
           "parameters instead; give them one TESSERA_TUNER_FILE",
-          tuner_.source().c_str());
-    tuner_.useDefaults();
+          planner_.tuner().source().c_str());
+    planner_.tuner().useDefaults();
   }
-  TSR_INFO("rank %d: tuner parameters from %s%s", rank_, tuner_.source().c_str(),
-           tuner_.table() != nullptr ? " (with measurements)" : "");
+  TSR_INFO("rank %d: tuner parameters from %s%s", rank_, planner_.tuner().source().c_str(),
+           planner_.tuner().table() != nullptr ? " (with measurements)" : "");
   tunerAgreed_ = true;
   return tsrSuccess;
 }

@@ -21,17 +21,6 @@ namespace tessera {
 namespace {
 constexpr Subsys kLogSubsys = Subsys::kColl;
 
-bool inPlaceCall(const CollCall& c, int rank) {
-  const char* s = static_cast<const char*>(c.sendbuf);
-  const char* r = static_cast<const char*>(c.recvbuf);
-  size_t off = c.count * dtypeSize(c.dtype) * static_cast<size_t>(rank);
-  switch (c.collective) {
-    case Collective::kAllGather: return s == r + off;
-    case Collective::kReduceScatter: return r == s + off;
-    default: return s == r;
-  }
-}
-
 // An env value when the registry declares the name, else `fallback`.
 Result envIntOr(const char* name, int64_t fallback, int64_t* out) {
   *out = fallback;
@@ -51,98 +40,30 @@ Result EngineImpl::deviceTransportClasses() {
   return tsrSuccess;
 }
 
-Result EngineImpl::deviceGenerate(const PlanKey& key, std::shared_ptr<const Plan>* out) {
-  auto it = devicePlans_.find(key);
-  if (it != devicePlans_.end()) {
-    *out = it->second;
-    return tsrSuccess;
-  }
-  auto plan = std::make_shared<Plan>();
-  TSR_CHECK(generatePlan(genParams(key), plan.get()));
-  VerifyReport report;
-  if (verifyPlan(*plan, &report) != tsrSuccess)
-    return addContext(tsrInvalidUsage, "rank %d refuses plan %s", rank_, plan->name.c_str());
-  devicePlans_.emplace(key, plan);
-  *out = std::move(plan);
-  return tsrSuccess;
-}
-
 Result EngineImpl::devicePlan(const CollCall& call, int workers, std::shared_ptr<const Plan>* out,
                               bool* useLL) {
   if (useLL != nullptr) *useLL = false;
-  int root = collectiveHasRoot(call.collective) ? call.root : 0;
   if (call.plan) {
-    const Plan& p = *call.plan;
-    if (p.collective != call.collective || p.nranks != nranks_ ||
-        (collectiveHasRoot(call.collective) && p.root != root))
-      return TSR_FAIL(tsrInvalidArgument,
-                      "rank %d: plan %s is a %s plan for %d ranks (root %d), but the call is %s "
-                      "on %d ranks (root %d)",
-                      rank_, p.name.c_str(), collectiveName(p.collective), p.nranks, p.root,
-                      collectiveName(call.collective), nranks_, root);
-    VerifyReport report;
-    if (verifyPlan(p, &report) != tsrSuccess)
-      return addContext(tsrInvalidUsage, "rank %d refuses plan %s", rank_, p.name.c_str());
+    TSR_CHECK(planner_.givenPlan(call));
     *out = call.plan;
     return tsrSuccess;
   }
-  if (!call.algorithm.empty()) {
-    const AlgorithmInfo* info = findAlgorithm(call.algorithm);
-    if (info == nullptr)
-      return TSR_FAIL(tsrInvalidArgument, "rank %d: unknown algorithm \"%s\"", rank_,
-                      call.algorithm.c_str());
-    return deviceGenerate(PlanKey{call.collective, info->name, root, 0, 1, false}, out);
-  }
+  if (!call.algorithm.empty()) return planner_.namedPlan(call, false, out);
   if (!deviceClassesAgreed_) TSR_CHECK(deviceTransportClasses());
-  if (std::memcmp(&tuner_.params(), &deviceTunerSnapshot_, sizeof deviceTunerSnapshot_) != 0) {
-    deviceChoices_.clear();  // retuned: earlier choices may no longer be the cheapest
-    deviceTunerSnapshot_ = tuner_.params();
-  }
-  size_t bytes = callBytes(call, nranks_);
-  ChoiceKey key{static_cast<uint8_t>(call.collective), 0, root, bytes};
-  auto it = deviceChoices_.find(key);
-  if (it != deviceChoices_.end()) {
-    *out = it->second.plan;
-    if (useLL != nullptr) *useLL = it->second.ll;
-    return tsrSuccess;
-  }
-  TuneInput in;
-  in.collective = call.collective;
-  in.bytes = bytes;
-  in.nranks = nranks_;
-  in.root = root;
-  in.hostOf = options_.hostOf;
-  if (in.hostOf.empty()) in.hostOf.assign(static_cast<size_t>(nranks_), 0);
-  in.intraHost = deviceIntra_;
-  in.interHost = deviceInter_;
-  in.zeroCopyPossible = false;  // zero-copy on the device executor: not yet
-  in.deterministic = tuner_.deterministicDefault();
-  in.deviceExecutor = true;
-  TuneChoice choice;
-  TSR_CHECK(tuner_.choose(in, &choice));
-  // One CTA runs one worker at a time: a plan with fewer workers than CTAs leaves CTAs idle, so
-  // families with independent streams of work (ring's two directions, the two trees) get as many
-  // workers as there are CTAs, up to two.
-  int w = std::max(choice.workers, std::min(2, workers));
-  TSR_CHECK(deviceGenerate(
-      PlanKey{call.collective, choice.algorithm, root, choice.pipeline, w, false}, out));
-  bool ll = choice.protocol == Protocol::kLL;
-  deviceChoices_.emplace(key, DeviceChoice{*out, ll});
-  if (useLL != nullptr) *useLL = ll;
+  PlanChoice* choice = nullptr;
+  TSR_CHECK(planner_.choose(ExecKind::kDevice, call.collective, callBytes(call, nranks_),
+                            collectiveHasRoot(call.collective) ? call.root : 0, Staging::kScratch,
+                            {deviceIntra_, deviceInter_}, workers, &choice));
+  *out = choice->plan;
+  if (useLL != nullptr) *useLL = choice->ll;
   return tsrSuccess;
 }
 
 Result EngineImpl::enqueue(const CollCall& call, void* stream) {
-  if (poisoned_ != tsrSuccess)
-    return TSR_FAIL(tsrInvalidUsage,
-                    "rank %d: the collective engine failed earlier and runs no more calls (%s)",
-                    rank_, poisonWhy_.c_str());
-  uint64_t callNo = calls_ + 1;
-  if (call.collective == Collective::kAllToAll && call.count > 0 && inPlaceCall(call, rank_))
-    return TSR_FAIL(tsrInvalidArgument, "rank %d: alltoall cannot run in place (call %llu)", rank_,
-                    static_cast<unsigned long long>(callNo));
+  uint64_t callNo = 0;
+  TSR_CHECK(admit(call, &callNo));
   if (call.count == 0) {
-    calls_ = callNo;
+    planner_.take(callNo);
     return tsrSuccess;
   }
   if (!options_.deviceEmulation && options_.cudaDevice < 0)
@@ -159,7 +80,7 @@ Result EngineImpl::enqueue(const CollCall& call, void* stream) {
                       "rank 0: premulsum on one rank on device buffers is not supported yet "
                       "(call %llu); use a communicator of two ranks or more, or host buffers",
                       static_cast<unsigned long long>(callNo));
-    calls_ = callNo;
+    planner_.take(callNo);
     if (options_.deviceEmulation) {
       if (pre) {
         const void* src = call.sendbuf;
@@ -199,37 +120,18 @@ Result EngineImpl::enqueue(const CollCall& call, void* stream) {
     bool used = false;
     TSR_CHECK(device_->enqueueLL(call, callNo, stream, &used));
     if (used) {
-      calls_ = callNo;
+      planner_.take(callNo);
       return tsrSuccess;
     }
   }
-  calls_ = callNo;
+  planner_.take(callNo);
   return device_->enqueue(call, plan, callNo, stream);
 }
 
 Result EngineImpl::enqueueP2P(const std::vector<P2PCall>& calls, void* stream) {
-  if (poisoned_ != tsrSuccess)
-    return TSR_FAIL(tsrInvalidUsage,
-                    "rank %d: the collective engine failed earlier and runs no more calls (%s)",
-                    rank_, poisonWhy_.c_str());
-  // The host path's checks (p2p.cpp, startP2P), before anything is set up or enqueued.
-  std::vector<size_t> selfSends, selfRecvs;
-  for (const P2PCall& c : calls) {
-    if (c.peer < 0 || c.peer >= nranks_)
-      return TSR_FAIL(tsrInvalidArgument, "rank %d: %s peer %d is not a rank of %d", rank_,
-                      c.isSend ? "send to" : "receive from", c.peer, nranks_);
-    if (c.peer == rank_) (c.isSend ? selfSends : selfRecvs).push_back(c.count * dtypeSize(c.dtype));
-  }
-  if (selfSends.size() != selfRecvs.size())
-    return TSR_FAIL(tsrInvalidUsage,
-                    "rank %d: a group has %zu sends to self and %zu receives from self; each send "
-                    "to self needs its receive in the same group",
-                    rank_, selfSends.size(), selfRecvs.size());
-  for (size_t i = 0; i < selfSends.size(); ++i)
-    if (selfSends[i] != selfRecvs[i])
-      return TSR_FAIL(tsrInvalidUsage,
-                      "rank %d: send to self #%zu has %zu bytes but its receive has %zu", rank_, i,
-                      selfSends[i], selfRecvs[i]);
+  // The host path's checks (startP2P), before anything is set up or enqueued.
+  TSR_CHECK(alive());
+  TSR_CHECK(planner_.admitP2P(calls));
   if (calls.empty()) return tsrSuccess;
   if (!options_.deviceEmulation && options_.cudaDevice < 0)
     return TSR_FAIL(tsrInvalidUsage,

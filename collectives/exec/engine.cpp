@@ -76,17 +76,6 @@ class LocalOperation final : public ExecOperation {
   bool done_ = false;
 };
 
-bool inPlace(const CollCall& c, int rank) {
-  const char* s = static_cast<const char*>(c.sendbuf);
-  const char* r = static_cast<const char*>(c.recvbuf);
-  size_t off = c.count * dtypeSize(c.dtype) * static_cast<size_t>(rank);
-  switch (c.collective) {
-    case Collective::kAllGather: return s == r + off;
-    case Collective::kReduceScatter: return r == s + off;
-    default: return s == r;
-  }
-}
-
 }  // namespace
 
 size_t callBytes(const CollCall& call, int nranks) {
@@ -137,8 +126,7 @@ Result EngineImpl::init() {
   }
   TSR_CHECK(envInt("TESSERA_ZERO_COPY_MIN_BYTES", &v));
   zeroCopyMinBytes_ = static_cast<uint64_t>(v);
-  TSR_CHECK(Tuner::fromEnv(&tuner_));
-  tunerSnapshot_ = tuner_.params();
+  TSR_CHECK(planner_.init(rank_, nranks_, options_.hostOf));
   profiling_ = execProfiling();
   profile_.parksAtStart = threadWaitStats().parks;
   profile_.parkedNsAtStart = threadWaitStats().parkedNs;
@@ -167,26 +155,32 @@ void EngineImpl::abandoned(const std::string& what) {
   }
 }
 
-Result EngineImpl::start(const CollCall& call, std::unique_ptr<Operation>* out) {
+Result EngineImpl::alive() const {
   if (poisoned_ != tsrSuccess)
     return TSR_FAIL(tsrInvalidUsage,
                     "rank %d: the collective engine failed earlier and runs no more calls (%s)",
                     rank_, poisonWhy_.c_str());
-  // The call number is taken only once the call is sure to run: a refused call must not move this
-  // rank's count ahead of its peers' (handshakes compare the numbers).
-  uint64_t callNo = calls_ + 1;
-  if (call.collective == Collective::kAllToAll && call.count > 0 && inPlace(call, rank_))
-    return TSR_FAIL(tsrInvalidArgument, "rank %d: alltoall cannot run in place (call %llu)", rank_,
-                    static_cast<unsigned long long>(callNo));
+  return tsrSuccess;
+}
+
+Result EngineImpl::admit(const CollCall& call, uint64_t* callNo) {
+  TSR_CHECK(alive());
+  *callNo = planner_.next();
+  return planner_.admit(call, *callNo);
+}
+
+Result EngineImpl::start(const CollCall& call, std::unique_ptr<Operation>* out) {
+  uint64_t callNo = 0;
+  TSR_CHECK(admit(call, &callNo));
   if (call.count == 0) {
-    calls_ = callNo;
+    planner_.take(callNo);
     *out = std::make_unique<DoneOperation>(strprintf("%s count=0 (call %llu)",
                                                      collectiveName(call.collective),
                                                      static_cast<unsigned long long>(callNo)));
     return tsrSuccess;
   }
   if (nranks_ == 1) {
-    calls_ = callNo;
+    planner_.take(callNo);
     *out = std::make_unique<LocalOperation>(this, call, callNo);
     return tsrSuccess;
   }
@@ -198,7 +192,7 @@ Result EngineImpl::start(const CollCall& call, std::unique_ptr<Operation>* out) 
     if (hostLLFits(call)) {
       Result r = ensureHostLL();
       if (r != tsrSuccess) return poison(r);
-      calls_ = callNo;
+      planner_.take(callNo);
       return makeHostLLOperation(this, call, callNo, out);
     }
   }
@@ -209,23 +203,21 @@ Result EngineImpl::start(const CollCall& call, std::unique_ptr<Operation>* out) 
   BoundPlan* zc = nullptr;
   BoundPlan* cross = nullptr;
   if (call.plan) {
-    const Plan& p = *call.plan;
-    if (p.collective != call.collective || p.nranks != nranks_ ||
-        (collectiveHasRoot(call.collective) && p.root != root))
-      return TSR_FAIL(tsrInvalidArgument,
-                      "rank %d: plan %s is a %s plan for %d ranks (root %d), but the call is %s "
-                      "on %d ranks (root %d)",
-                      rank_, p.name.c_str(), collectiveName(p.collective), p.nranks, p.root,
-                      collectiveName(call.collective), nranks_, root);
-    TSR_CHECK(userPlan(call.plan, &plain));
+    TSR_CHECK(planner_.givenPlan(call));
+    TSR_CHECK(bound(call.plan, &plain));
   } else if (!call.algorithm.empty()) {
-    TSR_CHECK(overridePlan(call, false, &plain));
-    if (large) TSR_CHECK(overridePlan(call, true, &zc));
-  } else {
-    TSR_CHECK(choose(call.collective, bytes, root, Staging::kScratch, &plain));
+    std::shared_ptr<const Plan> p;
+    TSR_CHECK(planner_.namedPlan(call, false, &p));
+    TSR_CHECK(bound(p, &plain));
     if (large) {
-      TSR_CHECK(choose(call.collective, bytes, root, Staging::kZeroCopy, &zc));
-      TSR_CHECK(choose(call.collective, bytes, root, Staging::kCross, &cross));
+      TSR_CHECK(planner_.namedPlan(call, true, &p));
+      if (p) TSR_CHECK(bound(p, &zc));
+    }
+  } else {
+    TSR_CHECK(hostChoice(call.collective, bytes, root, Staging::kScratch, &plain));
+    if (large) {
+      TSR_CHECK(hostChoice(call.collective, bytes, root, Staging::kZeroCopy, &zc));
+      TSR_CHECK(hostChoice(call.collective, bytes, root, Staging::kCross, &cross));
     }
   }
   if (zc == plain || (zc != nullptr && !zc->zeroCopy)) zc = nullptr;
@@ -235,103 +227,55 @@ Result EngineImpl::start(const CollCall& call, std::unique_ptr<Operation>* out) 
     Result r = ensureControl();
     if (r != tsrSuccess) return poison(r);
   }
-  calls_ = callNo;
+  planner_.take(callNo);
   return makeCollOperation(this, call, callNo, plain, zc, cross, handshake, out);
 }
 
-void EngineImpl::remember(const ChoiceKey& key, BoundPlan* plan) {
-  // One entry per distinct byte count: a program whose sizes never repeat (a soak of random
-  // sizes) would grow the map without end, so it starts over at kMaxChoices. The plans stay in
-  // the plan cache; only the tuner is asked again.
-  if (choices_.size() >= kMaxChoices) choices_.clear();
-  choices_.emplace(key, plan);
-}
-
-Result EngineImpl::choose(Collective c, size_t bytes, int root, Staging staging, BoundPlan** out) {
+Result EngineImpl::hostChoice(Collective c, size_t bytes, int root, Staging staging,
+                              BoundPlan** out) {
   if (!classesAgreed_) {
     Result r = agreeTransportClasses();
     if (r != tsrSuccess) return poison(r);  // peers may be past the allGather: out of step
   }
-  if (std::memcmp(&tuner_.params(), &tunerSnapshot_, sizeof tunerSnapshot_) != 0) {
-    choices_.clear();  // someone retuned: earlier choices may no longer be the cheapest
-    lastChoice_ = nullptr;
-    tunerSnapshot_ = tuner_.params();
-  }
-  ChoiceKey key{static_cast<uint8_t>(c), static_cast<uint8_t>(staging), root, bytes};
-  if (lastChoice_ != nullptr && key == lastChoiceKey_) {
-    *out = lastChoice_;  // a loop of equal calls skips the hash
+  PlanChoice* choice = nullptr;
+  TSR_CHECK(planner_.choose(ExecKind::kHost, c, bytes, root, staging, {intraHost_, interHost_}, 0,
+                            &choice));
+  if (choice->bound == nullptr && choice->plan) TSR_CHECK(bound(choice->plan, &choice->bound));
+  *out = choice->bound;
+  return tsrSuccess;
+}
+
+Result EngineImpl::bound(const std::shared_ptr<const Plan>& plan, BoundPlan** out) {
+  auto it = bound_.find(plan.get());
+  if (it != bound_.end()) {
+    *out = it->second.get();
     return tsrSuccess;
   }
-  auto it = choices_.find(key);
-  if (it != choices_.end()) {
-    *out = lastChoice_ = it->second;
-    lastChoiceKey_ = key;
-    return tsrSuccess;
-  }
-  TuneInput in;
-  in.collective = c;
-  in.bytes = bytes;
-  in.nranks = nranks_;
-  in.root = root;
-  in.hostOf = options_.hostOf;
-  if (in.hostOf.empty()) in.hostOf.assign(static_cast<size_t>(nranks_), 0);
-  in.intraHost = intraHost_;
-  in.interHost = interHost_;
-  in.zeroCopyPossible = staging != Staging::kScratch;
-  in.crossMemory = staging == Staging::kCross;
-  in.deterministic = tuner_.deterministicDefault();
-  TuneChoice choice;
-  TSR_CHECK(tuner_.choose(in, &choice));
-  if (staging == Staging::kCross) {
-    // A cross-memory candidate only where its zero-copy form beats staging through the scratch:
-    // measured against measured (the tuner decided, choice.measured) or modelled against
-    // modelled.
-    TuneInput staged = in;
-    staged.zeroCopyPossible = staged.crossMemory = false;
-    staged.modelOnly = true;
-    TuneChoice plain;
-    if (!choice.measured) TSR_CHECK(tuner_.choose(staged, &plain));
-    if (!choice.zeroCopy || (!choice.measured && choice.predictedUs >= plain.predictedUs)) {
-      remember(key, nullptr);
-      *out = nullptr;
-      return tsrSuccess;
-    }
-  }
-  PlanKey pk{c,
-             choice.algorithm,
-             root,
-             choice.pipeline,
-             choice.workers,
-             choice.zeroCopy && staging != Staging::kScratch};
-  BoundPlan* bp = nullptr;
-  TSR_CHECK(planFor(pk, &bp));
-  remember(key, bp);
-  *out = bp;
+  auto bp = std::make_unique<BoundPlan>();
+  TSR_CHECK(compilePlan(plan, rank_, bp.get()));
+  // Binding talks to peers: a failure half-way leaves them out of step for good.
+  Result r = bindPlan(bp.get());
+  if (r != tsrSuccess) return poison(r);
+  *out = bp.get();
+  bound_.emplace(plan.get(), std::move(bp));
   return tsrSuccess;
 }
 
 Result EngineImpl::predictUs(const CollCall& call, bool onDevice, double* us) {
-  *us = tuner_.params().callOverheadUs;
+  *us = planner_.tuner().params().callOverheadUs;
   if (call.count == 0 || nranks_ == 1) return tsrSuccess;
-  TuneInput in;
-  in.collective = call.collective;
-  in.bytes = callBytes(call, nranks_);
-  in.nranks = nranks_;
-  in.root = collectiveHasRoot(call.collective) ? call.root : 0;
-  in.hostOf = options_.hostOf;
-  if (in.hostOf.empty()) in.hostOf.assign(static_cast<size_t>(nranks_), 0);
-  in.intraHost = intraHost_;  // the tuner's defaults until the first collective agreed
-  in.interHost = interHost_;
-  in.deterministic = tuner_.deterministicDefault();
-  in.deviceExecutor = onDevice;
+  // The tuner's defaults stand in for the transports until the first collective agreed.
+  TuneInput in = planner_.tuneInput(
+      call.collective, callBytes(call, nranks_), collectiveHasRoot(call.collective) ? call.root : 0,
+      {intraHost_, interHost_}, onDevice ? ExecKind::kDevice : ExecKind::kHost);
   TuneChoice choice;
-  TSR_CHECK(tuner_.choose(in, &choice));
+  TSR_CHECK(planner_.tuner().choose(in, &choice));
   *us = choice.predictedUs;
   return tsrSuccess;
 }
 
 Result EngineImpl::predictP2PUs(const P2PCall& call, double* us) {
-  const TunerParams& p = tuner_.params();
+  const TunerParams& p = planner_.tuner().params();
   *us = p.callOverheadUs;
   if (call.count == 0) return tsrSuccess;
   if (call.peer < 0 || call.peer >= nranks_)
@@ -348,96 +292,6 @@ Result EngineImpl::predictP2PUs(const P2PCall& call, double* us) {
   double bytes = static_cast<double>(call.count * dtypeSize(call.dtype));
   *us += link.alphaUs + bytes / (link.betaGBs * 1e3);  // GB/s is 1e3 bytes per microsecond
   return tsrSuccess;
-}
-
-Result EngineImpl::overridePlan(const CollCall& call, bool zeroCopy, BoundPlan** out) {
-  *out = nullptr;
-  int root = collectiveHasRoot(call.collective) ? call.root : 0;
-  for (const OverrideHit& h : overrides_) {
-    if (h.collective == call.collective && h.root == root && h.zeroCopy == zeroCopy &&
-        h.algorithm == call.algorithm) {
-      *out = h.plan;
-      return tsrSuccess;
-    }
-  }
-  TSR_CHECK(overrideLookup(call, zeroCopy, out));
-  overrides_.push_back({call.algorithm, call.collective, root, zeroCopy, *out});
-  return tsrSuccess;
-}
-
-Result EngineImpl::overrideLookup(const CollCall& call, bool zeroCopy, BoundPlan** out) {
-  const AlgorithmInfo* info = findAlgorithm(call.algorithm);
-  if (info == nullptr)
-    return TSR_FAIL(tsrInvalidArgument, "rank %d: unknown algorithm \"%s\"", rank_,
-                    call.algorithm.c_str());
-  if (zeroCopy && !info->supportsZeroCopy) return tsrSuccess;
-  PlanKey pk{call.collective, info->name, collectiveHasRoot(call.collective) ? call.root : 0, 0, 1,
-             zeroCopy};
-  return planFor(pk, out);
-}
-
-Result EngineImpl::planFor(const PlanKey& key, BoundPlan** out) {
-  auto it = plans_.find(key);
-  if (it != plans_.end()) {
-    *out = it->second.get();
-    return tsrSuccess;
-  }
-  auto plan = std::make_shared<Plan>();
-  TSR_CHECK(generatePlan(genParams(key), plan.get()));
-  return finishPlan(std::move(plan), out, &plans_[key]);
-}
-
-GenParams EngineImpl::genParams(const PlanKey& key) const {
-  GenParams g;
-  g.collective = key.collective;
-  g.algorithm = key.algorithm;
-  g.nranks = nranks_;
-  g.root = key.root;
-  g.pipeline = key.pipeline;
-  g.workers = key.workers < 1 ? 1 : key.workers;
-  g.zeroCopy = key.zeroCopy;
-  g.hostOf = options_.hostOf;
-  return g;
-}
-
-Result EngineImpl::userPlan(const std::shared_ptr<const Plan>& plan, BoundPlan** out) {
-  auto it = userPlans_.find(plan.get());
-  if (it != userPlans_.end()) {
-    *out = it->second.get();
-    return tsrSuccess;
-  }
-  return finishPlan(plan, out, &userPlans_[plan.get()]);
-}
-
-Result EngineImpl::finishPlan(std::shared_ptr<const Plan> plan, BoundPlan** out,
-                              std::unique_ptr<BoundPlan>* slot) {
-  VerifyReport report;
-  Result r = verifyPlan(*plan, &report);
-  if (r == tsrSuccess) {
-    auto bp = std::make_unique<BoundPlan>();
-    r = compilePlan(plan, rank_, bp.get());
-    // Binding talks to peers: a failure half-way leaves them out of step for good.
-    if (r == tsrSuccess && (r = bindPlan(bp.get())) != tsrSuccess) poison(r);
-    if (r == tsrSuccess) {
-      *slot = std::move(bp);
-      *out = slot->get();
-      return tsrSuccess;
-    }
-  } else {
-    r = addContext(r, "rank %d refuses plan %s", rank_, plan->name.c_str());
-  }
-  // Leave no empty entry behind (the map slot was made by operator[]).
-  for (auto it = plans_.begin(); it != plans_.end(); ++it)
-    if (&it->second == slot) {
-      plans_.erase(it);
-      break;
-    }
-  for (auto it = userPlans_.begin(); it != userPlans_.end(); ++it)
-    if (&it->second == slot) {
-      userPlans_.erase(it);
-      break;
-    }
-  return r;
 }
 
 Result EngineImpl::idle(IdleState* st, const ExecOperation& op) {

@@ -59,6 +59,12 @@ struct P2PCall {
   tsrDataType_t dtype = tsrFloat32;
 };
 
+// Whether a call is in place as NCCL defines it (allreduce, broadcast, reduce, alltoall:
+// sendbuf == recvbuf; allgather: sendbuf == recvbuf + rank * count; reducescatter:
+// recvbuf == sendbuf + rank * count). The one test of it: src/comm's checks and the engine's use
+// it.
+bool callInPlace(const CollCall& call, int rank);
+
 class Operation {
  public:
   virtual ~Operation() = default;

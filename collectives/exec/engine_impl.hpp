@@ -11,13 +11,13 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/exec/engine.hpp"
 #include "collectives/exec/plan_cache.hpp"
+#include "collectives/exec/planner.hpp"
 #include "collectives/exec/profile.hpp"
 #include "core/deadline.hpp"
 #include "transport/context.hpp"
@@ -232,7 +232,7 @@ class EngineImpl final : public CollectiveEngine {
   Result startP2P(const std::vector<P2PCall>& calls, std::unique_ptr<Operation>* out) override;
   Result registerBuffer(void* ptr, size_t bytes, void** handle) override;
   Result deregisterBuffer(void* handle) override;
-  Tuner& tuner() override { return tuner_; }
+  Tuner& tuner() override { return planner_.tuner(); }
   Result predictUs(const CollCall& call, bool onDevice, double* us) override;
   Result predictP2PUs(const P2PCall& call, double* us) override;
   // device_engine.cpp
@@ -241,8 +241,8 @@ class EngineImpl final : public CollectiveEngine {
   Result deviceSynchronize() override;
   Result deviceError() override;
   void abortDevice() override;
-  // The verified plan the device executor runs for `call` (tuner or override; never zero-copy),
-  // without binding host resources; cached like plans_ (device_engine.cpp).
+  // The verified plan the device executor runs for `call` (given, named or tuned; never
+  // zero-copy), from the planner, without binding host resources (device_engine.cpp).
   // *useLL (optional): the tuner picked the LL protocol (the plan is the fallback when LL cannot
   // run the call). `workers`: the device executor's CTAs, spread over the plan's workers.
   Result devicePlan(const CollCall& call, int workers, std::shared_ptr<const Plan>* out,
@@ -333,33 +333,17 @@ class EngineImpl final : public CollectiveEngine {
 
  private:
   friend class CollOperation;
-  // Which plans a choice may use: staging through the scratch, zero-copy (registered buffers or
-  // threads of one process), or zero-copy through cross-memory attach.
-  enum class Staging : uint8_t { kScratch, kZeroCopy, kCross };
-  struct ChoiceKey {
-    uint8_t collective;
-    uint8_t staging;
-    int32_t root;
-    uint64_t bytes;
-    bool operator==(const ChoiceKey&) const = default;
-  };
-  struct ChoiceHash {
-    size_t operator()(const ChoiceKey& k) const {
-      return static_cast<size_t>(
-          (k.bytes * 0x9e3779b97f4a7c15ull) ^ (static_cast<uint64_t>(k.collective) << 40) ^
-          (static_cast<uint64_t>(static_cast<uint32_t>(k.root)) << 8) ^ k.staging);
-    }
-  };
-
-  Result planFor(const PlanKey& key, BoundPlan** out);
-  Result userPlan(const std::shared_ptr<const Plan>& plan, BoundPlan** out);
-  // *out may be null for kCross: no cross-memory candidate for this call.
-  Result choose(Collective c, size_t bytes, int root, Staging staging, BoundPlan** out);
-  void remember(const ChoiceKey& key, BoundPlan* plan);  // into choices_, which it bounds
-  Result overridePlan(const CollCall& call, bool zeroCopy, BoundPlan** out);
-  Result overrideLookup(const CollCall& call, bool zeroCopy, BoundPlan** out);
-  Result finishPlan(std::shared_ptr<const Plan> plan, BoundPlan** out,
-                    std::unique_ptr<BoundPlan>* slot);
+  // The checks every call passes before it is numbered, host or device: the engine has not
+  // failed, and the planner admits it. *callNo: the number it takes if it runs.
+  Result admit(const CollCall& call, uint64_t* callNo);
+  // tsrInvalidUsage with the first failure's sentence once an operation failed.
+  Result alive() const;
+  // The host executor's plan for a tuned call: the planner's choice, bound here on first use;
+  // *out null for kCross when there is no cross-memory candidate.
+  Result hostChoice(Collective c, size_t bytes, int root, Staging staging, BoundPlan** out);
+  // `plan` (verified by the planner) compiled for this rank and bound to this engine's resources,
+  // once per plan.
+  Result bound(const std::shared_ptr<const Plan>& plan, BoundPlan** out);
   // Sets intraHost_ / interHost_ alike on every rank (collective: the first tuned call).
   Result agreeTransportClasses();
   // Every rank's tuner decides alike (collective): the same filters, else tsrInvalidUsage; the
@@ -367,8 +351,6 @@ class EngineImpl final : public CollectiveEngine {
   Result agreeTuner();
   bool tunerAgreed_ = false;
   Result agreeClasses(bool hostKinds, TransportKind* intra, TransportKind* inter);
-  // The generator's parameters for a cache key (engine.cpp).
-  GenParams genParams(const PlanKey& key) const;
 
   EngineOptions options_;
   TransportContext* ctx_ = nullptr;
@@ -381,22 +363,8 @@ class EngineImpl final : public CollectiveEngine {
   TransportKind interHost_ = TransportKind::kUcx;
   bool classesAgreed_ = false;
 
-  Tuner tuner_;
-  TunerParams tunerSnapshot_;
-  static constexpr size_t kMaxChoices = 4096;
-  std::unordered_map<ChoiceKey, BoundPlan*, ChoiceHash> choices_;  // bounded: remember()
-  ChoiceKey lastChoiceKey_{};
-  BoundPlan* lastChoice_ = nullptr;
-  struct OverrideHit {
-    std::string algorithm;
-    Collective collective;
-    int root;
-    bool zeroCopy;
-    BoundPlan* plan;
-  };
-  std::vector<OverrideHit> overrides_;  // CollCall::algorithm -> plan, without string maps
-  std::map<PlanKey, std::unique_ptr<BoundPlan>> plans_;
-  std::map<const Plan*, std::unique_ptr<BoundPlan>> userPlans_;
+  Planner planner_;
+  std::map<const Plan*, std::unique_ptr<BoundPlan>> bound_;  // the host executor's bound plans
 
   std::vector<std::shared_ptr<Connection>> connections_;  // by peer
   std::vector<std::shared_ptr<Connection>> unmapped_;     // those that need progress() calls
@@ -407,7 +375,6 @@ class EngineImpl final : public CollectiveEngine {
   Bounce bounce_;
   HostLL hostLL_;
 
-  uint64_t calls_ = 0;
   uint64_t p2pGroups_ = 0;
   bool profiling_ = false;
   ExecProfile profile_;
@@ -418,15 +385,7 @@ class EngineImpl final : public CollectiveEngine {
   // The device executor, made by the first enqueue (device_engine.cpp), and its verified plans.
   std::unique_ptr<DeviceExecutor> device_;
   Result deviceTransportClasses();
-  Result deviceGenerate(const PlanKey& key, std::shared_ptr<const Plan>* out);
-  std::map<PlanKey, std::shared_ptr<const Plan>> devicePlans_;
-  struct DeviceChoice {
-    std::shared_ptr<const Plan> plan;
-    bool ll = false;
-  };
-  std::unordered_map<ChoiceKey, DeviceChoice, ChoiceHash> deviceChoices_;
   Result makeDeviceExecutor();
-  TunerParams deviceTunerSnapshot_{};
   TransportKind deviceIntra_ = TransportKind::kP2p;
   TransportKind deviceInter_ = TransportKind::kUcx;
   bool deviceClassesAgreed_ = false;

@@ -248,12 +248,12 @@ bool EngineImpl::hostLLFits(const CollCall& call) const {
   if (intraHost_ != TransportKind::kInproc && intraHost_ != TransportKind::kShm) return false;
   size_t block = call.count * dtypeSize(call.dtype);
   if (block > kHostLLMaxPayload) return false;
-  const ProtoFilter& proto = tuner_.proto();
+  const ProtoFilter& proto = planner_.tuner().proto();
   if (!proto.allows(call.collective, Protocol::kLL)) return false;
   if (!proto.allows(call.collective, Protocol::kSimple)) return true;  // LL forced
   // TESSERA_ALGO names the families to run (tessera_tune and perf/tuner_check.sh measure each
   // that way): the LL exchange is none of them.
-  if (tuner_.filter().restricts(call.collective)) return false;
+  if (planner_.tuner().filter().restricts(call.collective)) return false;
   return callBytes(call, nranks_) <= kHostLLDefaultMaxBytes &&
          block * static_cast<size_t>(nranks_ - 1) <= kHostLLDefaultMaxBytes;
 }

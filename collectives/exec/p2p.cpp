@@ -239,32 +239,16 @@ class P2POperation final : public ExecOperation {
 }  // namespace
 
 Result EngineImpl::startP2P(const std::vector<P2PCall>& calls, std::unique_ptr<Operation>* out) {
-  if (poisoned_ != tsrSuccess)
-    return TSR_FAIL(tsrInvalidUsage,
-                    "rank %d: the collective engine failed earlier and runs no more calls (%s)",
-                    rank_, poisonWhy_.c_str());
-  // Check everything before anything is set up or queued.
+  TSR_CHECK(alive());
+  TSR_CHECK(planner_.admitP2P(calls));
   std::vector<Transfer> selfSends, selfRecvs;
   for (const P2PCall& c : calls) {
-    if (c.peer < 0 || c.peer >= nranks_)
-      return TSR_FAIL(tsrInvalidArgument, "rank %d: %s peer %d is not a rank of %d", rank_,
-                      c.isSend ? "send to" : "receive from", c.peer, nranks_);
     Transfer t;
     t.bytes = c.count * dtypeSize(c.dtype);
     t.src = static_cast<const char*>(c.sendbuf);
     t.dst = static_cast<char*>(c.recvbuf);
     if (c.peer == rank_) (c.isSend ? selfSends : selfRecvs).push_back(t);
   }
-  if (selfSends.size() != selfRecvs.size())
-    return TSR_FAIL(tsrInvalidUsage,
-                    "rank %d: a group has %zu sends to self and %zu receives from self; each send "
-                    "to self needs its receive in the same group",
-                    rank_, selfSends.size(), selfRecvs.size());
-  for (size_t i = 0; i < selfSends.size(); ++i)
-    if (selfSends[i].bytes != selfRecvs[i].bytes)
-      return TSR_FAIL(tsrInvalidUsage,
-                      "rank %d: send to self #%zu has %zu bytes but its receive has %zu", rank_, i,
-                      selfSends[i].bytes, selfRecvs[i].bytes);
   auto op = std::make_unique<P2POperation>(this, ++p2pGroups_);
   for (size_t i = 0; i < selfSends.size(); ++i) op->self_.emplace_back(selfSends[i], selfRecvs[i]);
   for (const P2PCall& c : calls) {

@@ -5,6 +5,7 @@ list(APPEND TESSERA_COLLECTIVES_SOURCES
   exec/plan_cache.cpp
   exec/bind.cpp
   exec/engine.cpp
+  exec/planner.cpp
   exec/host_executor.cpp
   exec/zero_copy.cpp
   exec/p2p.cpp

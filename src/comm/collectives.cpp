@@ -108,20 +108,12 @@ Result checkCollective(CommImpl& comm, const Request& q, CollCall* call, bool* o
   const size_t block = dtypeSize(q.dtype) * q.count;
   const auto all = block * static_cast<size_t>(n);
   size_t sendBytes = block, recvBytes = block;
-  bool inPlace = q.sendbuf == q.recvbuf;
+  // alltoall's sendbuff == recvbuff is refused below, before the overlap test.
+  const bool inPlace = callInPlace(*call, me);
   switch (q.collective) {
-    case Collective::kReduceScatter:
-      sendBytes = all;
-      inPlace = addr(q.recvbuf) == addr(q.sendbuf) + static_cast<size_t>(me) * block;
-      break;
-    case Collective::kAllGather:
-      recvBytes = all;
-      inPlace = addr(q.sendbuf) == addr(q.recvbuf) + static_cast<size_t>(me) * block;
-      break;
-    case Collective::kAllToAll:
-      sendBytes = recvBytes = all;
-      inPlace = false;
-      break;
+    case Collective::kReduceScatter: sendBytes = all; break;
+    case Collective::kAllGather: recvBytes = all; break;
+    case Collective::kAllToAll: sendBytes = recvBytes = all; break;
     case Collective::kBroadcast:
       if (me != q.root) sendBytes = 0;  // not read: may be NULL
       break;
