@@ -88,7 +88,6 @@ struct World {
   std::string failure;
   size_t sizeIndex = 0;
   double copyGBs = 0, reduceGBs = 0;  // cpu: this size's rates (memory or cache)
-  bool deviceBound = false;
 
   const RouteInfo& route(const sg4::Host* a, const sg4::Host* b) {
     auto key = std::make_pair(a, b);
@@ -102,8 +101,6 @@ struct World {
     return routes.emplace(key, std::move(info)).first->second;
   }
 };
-
-World* gWorld = nullptr;
 
 // What one data op touched, in bytes.
 struct OpCost {
@@ -459,7 +456,6 @@ Result simulate(const SimSpec& spec, SimReport* out) {
   }
 
   World w;
-  gWorld = &w;
   w.spec = &spec;
   w.m = &spec.machine;
   w.plan = plan;
@@ -600,7 +596,6 @@ Result simulate(const SimSpec& spec, SimReport* out) {
   rep.simSeconds = run1 - run0;
   rep.wallSeconds = nowSeconds() - t0;
   *out = std::move(rep);
-  gWorld = nullptr;
   return tsrSuccess;
 }
 
