@@ -174,7 +174,7 @@ Result readNumber(const json& doc, const char* field, const std::string& source,
 Result readInt(const json& doc, const char* field, const std::string& source, int* out) {
   auto it = doc.find(field);
   if (it == doc.end()) return tsrSuccess;
-  if (!it->is_number_integer() || it->get<int64_t>() < -1 || it->get<int64_t>() > kMaxSimRanks)
+  if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > kMaxSimRanks)
     return TSR_FAIL(tsrInvalidArgument, "%s: %s: expected an integer in 0..%d, found %s",
                     source.c_str(), field, kMaxSimRanks, it->dump().substr(0, 40).c_str());
   *out = static_cast<int>(it->get<int64_t>());
