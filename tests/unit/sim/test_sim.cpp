@@ -222,6 +222,9 @@ TEST(SimErrors, HostileMachineFilesGetASentence) {
       {R"({"format": "tessera-machine", "version": 1, "kind": "cpu", "cores": 2, "copyGBs": 5,
            "reduceGBs": 4, "cacheBytes": 1e6})",
        "cacheCopyGBs"},
+      {R"({"format": "tessera-machine", "version": 1, "kind": "cpu", "cores": 2, "copyGBs": 5,
+           "reduceGBs": 4, "cacheBytes": -1})",
+       "cacheBytes = -1: expected a number of bytes"},
   };
   for (const Case& c : cases) {
     Machine m;
