@@ -27,24 +27,18 @@ double nowSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// nccl-tests counts a call's bytes by its larger buffer, in segments of `count` elements: every
+// rank's segment for reducescatter, allgather and alltoall, one for the others.
+uint64_t countedSegments(Collective c, int n) {
+  return static_cast<uint64_t>(std::max(inputSegments(c, n), outputSegments(c, n)));
+}
+
 uint64_t countFor(Collective c, uint64_t bytes, int elemSize, int n) {
-  uint64_t elems = bytes / static_cast<uint64_t>(elemSize);
-  switch (c) {
-    case Collective::kReduceScatter:
-    case Collective::kAllGather:
-    case Collective::kAllToAll: return elems / static_cast<uint64_t>(n);
-    default: return elems;
-  }
+  return bytes / static_cast<uint64_t>(elemSize) / countedSegments(c, n);
 }
 
 uint64_t bytesFor(Collective c, uint64_t count, int elemSize, int n) {
-  uint64_t b = count * static_cast<uint64_t>(elemSize);
-  switch (c) {
-    case Collective::kReduceScatter:
-    case Collective::kAllGather:
-    case Collective::kAllToAll: return b * static_cast<uint64_t>(n);
-    default: return b;
-  }
+  return count * static_cast<uint64_t>(elemSize) * countedSegments(c, n);
 }
 
 Result makePlan(const SimSpec& spec, std::shared_ptr<const Plan>* out) {

@@ -40,20 +40,17 @@ std::vector<int> familiesOf(Collective c) {
   return out;
 }
 
+// nccl-tests counts a call's bytes by its larger buffer, in segments of `count` elements: every
+// rank's segment for reducescatter, allgather and alltoall, one for the others.
+uint64_t countedSegments(Collective c, int n) {
+  return static_cast<uint64_t>(std::max(inputSegments(c, n), outputSegments(c, n)));
+}
 // Elements per rank for a call of about `bytes` (as nccl-tests counts them), at least one.
 size_t countFor(Collective c, uint64_t bytes, int n) {
-  uint64_t per =
-      c == Collective::kAllGather || c == Collective::kReduceScatter || c == Collective::kAllToAll
-          ? bytes / static_cast<uint64_t>(n)
-          : bytes;
-  return std::max<size_t>(1, static_cast<size_t>(per / sizeof(float)));
+  return std::max<size_t>(1, static_cast<size_t>(bytes / countedSegments(c, n) / sizeof(float)));
 }
 uint64_t callBytesOf(Collective c, size_t count, int n) {
-  uint64_t b = count * sizeof(float);
-  return c == Collective::kAllGather || c == Collective::kReduceScatter ||
-                 c == Collective::kAllToAll
-             ? b * static_cast<uint64_t>(n)
-             : b;
+  return count * sizeof(float) * countedSegments(c, n);
 }
 
 tsrResult_t call(Collective c, const float* in, float* out, size_t count, tsrComm_t comm) {
