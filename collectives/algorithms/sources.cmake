@@ -9,4 +9,6 @@ list(APPEND TESSERA_COLLECTIVES_SOURCES
   algorithms/oneshot.cpp
   algorithms/twoshot.cpp
   algorithms/pairwise.cpp
-  algorithms/hier.cpp)
+  algorithms/hier.cpp
+  algorithms/hier_ring.cpp
+  algorithms/hier_chain.cpp)

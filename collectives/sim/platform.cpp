@@ -48,6 +48,9 @@ Machine gpuPreset(const char* name, const char* source, int nodes, double mem, d
 
 bool finitePositive(double v) { return std::isfinite(v) && v > 0; }
 
+// The largest cache a machine may declare: 1e15 bytes, a petabyte.
+constexpr double kMaxCacheBytes = 1e15;
+
 }  // namespace
 
 const std::vector<std::string>& presetNames() {
@@ -139,12 +142,16 @@ Result checkMachine(const Machine& m, const std::string& source) {
     if (!finitePositive(m.nicGBs)) return bad("nicGBs", m.nicGBs, "expected a positive number");
   }
   const std::pair<const char*, double> nonNegative[] = {
-      {"intraLatencyUs", m.intraLatencyUs},   {"signalUs", m.signalUs},
-      {"nicLatencyUs", m.nicLatencyUs},       {"fabricLatencyUs", m.fabricLatencyUs},
-      {"signalBytes", m.signalBytes},         {"workerGBs", m.workerGBs},
-      {"intraEfficiency", m.intraEfficiency}, {"cacheBytes", m.cacheBytes / 1e6}};
+      {"intraLatencyUs", m.intraLatencyUs},  {"signalUs", m.signalUs},
+      {"nicLatencyUs", m.nicLatencyUs},      {"fabricLatencyUs", m.fabricLatencyUs},
+      {"signalBytes", m.signalBytes},        {"workerGBs", m.workerGBs},
+      {"intraEfficiency", m.intraEfficiency}};
   for (const auto& [field, v] : nonNegative)
     if (!std::isfinite(v) || v < 0 || v > 1e9) return bad(field, v, "expected a number in 0..1e9");
+  // cacheBytes is a size, not a latency or a rate: the bound above (1e9) would refuse the largest
+  // last-level caches (over 1 GB), so it has its own, far beyond any cache.
+  if (!std::isfinite(m.cacheBytes) || m.cacheBytes < 0 || m.cacheBytes > kMaxCacheBytes)
+    return bad("cacheBytes", m.cacheBytes, "expected a number of bytes in 0..1e15");
   const std::pair<const char*, double> rates[] = {{"memGBs", m.memGBs},
                                                   {"intraGBs", m.intraGBs},
                                                   {"copyGBs", m.copyGBs},
@@ -174,7 +181,7 @@ Result readNumber(const json& doc, const char* field, const std::string& source,
 Result readInt(const json& doc, const char* field, const std::string& source, int* out) {
   auto it = doc.find(field);
   if (it == doc.end()) return tsrSuccess;
-  if (!it->is_number_integer() || it->get<int64_t>() < -1 || it->get<int64_t>() > kMaxSimRanks)
+  if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > kMaxSimRanks)
     return TSR_FAIL(tsrInvalidArgument, "%s: %s: expected an integer in 0..%d, found %s",
                     source.c_str(), field, kMaxSimRanks, it->dump().substr(0, 40).c_str());
   *out = static_cast<int>(it->get<int64_t>());

@@ -1,5 +1,5 @@
 // The machines tessera_sim simulates (DESIGN.md, "Simulation"): a small description that
-// sim_platform.cpp turns into a SimGrid platform. Two kinds:
+// netzones.cpp turns into a SimGrid platform. Two kinds:
 //
 //   gpu  nodes of `ranksPerNode` GPUs. Each GPU is a SimGrid host whose speed stands for its
 //        memory bandwidth (copies and reductions are executions that move bytes through it); it

@@ -1,8 +1,10 @@
-// tessera_tune's parts (tessera_tune.cpp: options, the family measurements, the file;
-// tessera_tune_links.cpp: the cost model's parameters).
+// tessera_tune's parts (tessera_tune.cpp: options, the run and the file;
+// tessera_tune_families.cpp: the family measurements; tessera_tune_links.cpp: the cost model's
+// parameters).
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -10,6 +12,41 @@
 #include "tessera/tessera.h"
 
 namespace tessera::tune {
+
+// Calls from this size on run the zero-copy handshake, where cross-memory attach may apply
+// (TESSERA_ZERO_COPY_MIN_BYTES' default).
+inline constexpr uint64_t kCrossMinBytes = 256 << 10;
+
+struct Options {
+  std::vector<int> nranks{2, 4};
+  std::vector<Collective> collectives{Collective::kAllReduce, Collective::kAllGather,
+                                      Collective::kReduceScatter, Collective::kBroadcast,
+                                      Collective::kReduce};
+  uint64_t minBytes = 8, maxBytes = uint64_t{256} << 20;
+  double factor = 4;
+  int rounds = 5;
+  double targetMs = 40;
+  std::string out;
+  // Tuner files for the measuring communicators, both with the measured parameters (so that each
+  // family gets the pipeline it will get from the file written): `stagedFile` never prefers
+  // cross-memory attach, `crossFile` asks for it at every large size ("" where it is refused).
+  std::string stagedFile, crossFile;
+};
+
+// One measurement: the median time of a family (-1: cross-memory attach) at one size.
+struct Entry {
+  int coll, nranks, family;
+  uint64_t bytes;
+  double us;
+};
+// The measurements of every rank count, recorded by rank 0 of each into a MAP_SHARED page the
+// parent reads; `error` holds the first failing rank's sentence.
+inline constexpr int kMaxEntries = 8192;
+struct Shared {
+  int count;
+  Entry e[kMaxEntries];
+  char error[2048];
+};
 
 // Unique ids for ranks forked from this process, made by rank 0 after the fork and passed on in
 // shared memory: the parent starts no root thread before it forks (a child inherits every lock
@@ -30,5 +67,11 @@ std::string shareIds(SharedIds* s, int rank, int count, std::vector<tsrUniqueId>
 // the reduction rate and the call overhead into *params; *report is a line saying what it found.
 // "" or what failed.
 std::string measureLinks(TunerParams* params, std::string* report);
+
+// Forks `n` ranks that measure every family of o.collectives at every size into *sh. "" or why not.
+std::string measureFamilies(const Options& o, int n, Shared* sh);
+
+// Seconds on a monotonic clock.
+double nowSeconds();
 
 }  // namespace tessera::tune

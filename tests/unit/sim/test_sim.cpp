@@ -209,6 +209,12 @@ TEST(SimErrors, HostileMachineFilesGetASentence) {
            "nicsPerNode": 1})",
        "nicGBs"},
       {R"({"format": "tessera-machine", "version": 1, "kind": "cpu", "cores": 0})", "cores"},
+      // A negative count is refused where it is read, even where nothing else would look at it
+      // (cores of a gpu machine).
+      {R"({"format": "tessera-machine", "version": 1, "memGBs": 100, "cores": -1})",
+       "cores: expected an integer in 0.."},
+      {R"({"format": "tessera-machine", "version": 1, "memGBs": 100, "nicsPerNode": -1})",
+       "nicsPerNode: expected an integer in 0.."},
       {R"({"format": "tessera-machine", "version": 1, "memGBs": 100, "intraLatencyUs": -1})",
        "intraLatencyUs"},
       {R"({"format": "tessera-machine", "version": 1, "memGBs": 100, "intraEfficiency": 1.5})",
@@ -216,6 +222,9 @@ TEST(SimErrors, HostileMachineFilesGetASentence) {
       {R"({"format": "tessera-machine", "version": 1, "kind": "cpu", "cores": 2, "copyGBs": 5,
            "reduceGBs": 4, "cacheBytes": 1e6})",
        "cacheCopyGBs"},
+      {R"({"format": "tessera-machine", "version": 1, "kind": "cpu", "cores": 2, "copyGBs": 5,
+           "reduceGBs": 4, "cacheBytes": -1})",
+       "cacheBytes = -1: expected a number of bytes"},
   };
   for (const Case& c : cases) {
     Machine m;
