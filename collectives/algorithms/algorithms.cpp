@@ -30,7 +30,6 @@ AlgorithmInfo makeInfo(const char* name, std::vector<Collective> collectives, bo
   return AlgorithmInfo{.name = name,
                        .collectives = std::move(collectives),
                        .canonicalOrder = canonical,
-                       .supportsZeroCopy = true,
                        .needsHosts = needsHosts,
                        .summary = summary};
 }
@@ -157,10 +156,8 @@ Result generatePlan(const GenParams& params, Plan* out) {
   }
   // zeroCopy is a permission: without a zero-copy variant a family makes its scratch plan
   // (Plan::zeroCopy says which one came out).
-  GenParams p = params;
-  if (!family->info.supportsZeroCopy) p.zeroCopy = false;
   Plan plan;
-  TSR_CHECK(family->generate(p, &plan));
+  TSR_CHECK(family->generate(params, &plan));
   *out = std::move(plan);
   return tsrSuccess;
 }

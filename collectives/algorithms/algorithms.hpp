@@ -48,7 +48,6 @@ struct AlgorithmInfo {
   const char* name;
   std::vector<Collective> collectives;
   bool canonicalOrder;  // its reducing plans have Plan::canonicalOrder
-  bool supportsZeroCopy;
   bool needsHosts;  // hier
   const char* summary;
 };

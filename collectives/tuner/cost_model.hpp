@@ -38,8 +38,8 @@ inline constexpr int kPipelineChoices[] = {1, 2, 4, 8, 16};
 inline constexpr double kHalfBandwidthBytes = 64.0 * 1024;
 
 // Whether the family's zero-copy variant of `c` saves a staging pass (the model charges that
-// pass only to staged plans). The registry's supportsZeroCopy is a permission: a family without
-// a variant for a collective makes its scratch plan (ring reducescatter and reduce, rhd
+// pass only to staged plans). GenParams::zeroCopy is a permission: a family without a variant
+// for a collective makes its scratch plan (ring reducescatter and reduce, rhd
 // reducescatter and hier reduce keep partial sums in scratch).
 bool hasZeroCopyForm(CostFamily family, Collective c);
 

@@ -50,8 +50,7 @@ Candidate bestPipeline(const TunerParams& params, const TuneInput& in, const Hos
   Candidate best;
   best.name = a.name;
   CostFamily family = costFamilyOf(a.name);
-  best.zeroCopy =
-      in.zeroCopyPossible && a.supportsZeroCopy && hasZeroCopyForm(family, in.collective);
+  best.zeroCopy = in.zeroCopyPossible && hasZeroCopyForm(family, in.collective);
   for (int p : kPipelineChoices) {
     // A family may use nranks * pipeline chunks per segment (ring); stay within the plan limit.
     if (p > 1 && static_cast<int64_t>(p) * hl.nranks > kMaxChunksPerSegment) break;
@@ -366,9 +365,8 @@ double Tuner::predictUs(const TuneInput& in, const std::string& algorithm, int p
   if (describeHosts(in, &hl) != tsrSuccess) return -1;
   if (a->needsHosts && hl.hosts < 2) return -1;
   CostFamily family = costFamilyOf(a->name);
-  return familyCostUs(
-      params_, in, hl, family, pipeline,
-      in.zeroCopyPossible && a->supportsZeroCopy && hasZeroCopyForm(family, in.collective));
+  return familyCostUs(params_, in, hl, family, pipeline,
+                      in.zeroCopyPossible && hasZeroCopyForm(family, in.collective));
 }
 
 }  // namespace tessera

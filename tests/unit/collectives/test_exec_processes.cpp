@@ -83,7 +83,6 @@ TEST(ExecUcx, CollectivesOverProcesses) {
 std::string zeroCopyCases(CollectiveEngine& e, int rank, int n, bool shared, bool threads) {
   int ran = 0;
   for (const AlgorithmInfo& info : algorithms()) {
-    if (!info.supportsZeroCopy) continue;
     for (Collective coll : info.collectives) {
       GenParams g;
       g.collective = coll;

@@ -23,7 +23,6 @@ using test::RankMode;
 // A family whose allreduce for n ranks has a zero-copy form ("" when none does).
 std::string zeroCopyAllReduce(int n) {
   for (const AlgorithmInfo& info : algorithms()) {
-    if (!info.supportsZeroCopy) continue;
     GenParams g;
     g.algorithm = info.name;
     g.nranks = n;
