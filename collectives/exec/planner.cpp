@@ -96,8 +96,7 @@ Result Planner::namedPlan(const CollCall& call, bool zeroCopy, std::shared_ptr<c
   if (info == nullptr)
     return TSR_FAIL(tsrInvalidArgument, "rank %d: unknown algorithm \"%s\"", rank_,
                     call.algorithm.c_str());
-  if (!zeroCopy || info->supportsZeroCopy)
-    TSR_CHECK(generated(PlanKey{call.collective, info->name, root, 0, 1, zeroCopy}, out));
+  TSR_CHECK(generated(PlanKey{call.collective, info->name, root, 0, 1, zeroCopy}, out));
   named_.push_back({call.algorithm, call.collective, root, zeroCopy, *out});
   return tsrSuccess;
 }

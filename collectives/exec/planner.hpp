@@ -67,7 +67,8 @@ class Planner {
   // and verified (once per plan).
   Result givenPlan(const CollCall& call);
   // The plan of the family the call names (CollCall::algorithm), default pipeline and one worker;
-  // *out null when `zeroCopy` and the family has no zero-copy form.
+  // with `zeroCopy`, its zero-copy form where it has one (Plan::zeroCopy says), else its staged
+  // plan.
   Result namedPlan(const CollCall& call, bool zeroCopy, std::shared_ptr<const Plan>* out);
   // The generated plan of `key`, verified once and kept for the engine's life.
   Result generated(const PlanKey& key, std::shared_ptr<const Plan>* out);
