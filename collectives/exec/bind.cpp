@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "collectives/exec/engine_impl.hpp"
+#include "collectives/exec/protocols.hpp"
 #include "core/hash.hpp"
 
 namespace tessera {
@@ -238,7 +239,8 @@ Result EngineImpl::stageStore(size_t bytes, size_t* offset) {
 
 Result EngineImpl::ensureControl() {
   if (controlReady_) return tsrSuccess;
-  size_t bytes = (2 * static_cast<size_t>(nranks_) + 1) * kHandshakeSlotBytes;
+  size_t bytes =
+      (proto::kExchangeParities * static_cast<size_t>(nranks_) + 1) * kHandshakeSlotBytes;
   TSR_CHECK(ctx_->allocate(bytes, MemoryKind::kHost, &control_.memory));
   control_.base = static_cast<char*>(control_.memory->data());
   std::memset(control_.base, 0, bytes);

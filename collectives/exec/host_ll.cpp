@@ -25,6 +25,7 @@
 
 #include "collectives/exec/engine_impl.hpp"
 #include "collectives/exec/host_ops.hpp"
+#include "collectives/exec/protocols.hpp"
 #include "collectives/exec/recycled.hpp"
 #include "core/datatype.hpp"
 #include "core/park.hpp"
@@ -150,11 +151,12 @@ class LLOperation final : public ExecOperation, public Recycled<LLOperation, 4> 
 
   void send(HostLL& ll) {
     size_t lines = linesFor(block_);
-    size_t parity = llSeq_ % 2;
+    size_t parity = proto::exchangeParity(llSeq_);
     for (int k = 1; k < n_; ++k) {
       int q = (rank_ + k) % n_;  // each rank starts with a different peer
       HostLL::Peer& p = ll.peers[static_cast<size_t>(q)];
-      char* box = p.inbox + (static_cast<size_t>(rank_) * 2 + parity) * ll.linesPerBox * kLine;
+      char* box = p.inbox + (static_cast<size_t>(rank_) * proto::kExchangeParities + parity) *
+                                ll.linesPerBox * kLine;
       const char* src = payloadFor(q);
       for (size_t i = 0; i < lines; ++i) {
         size_t at = i * kPayload;
@@ -170,8 +172,9 @@ class LLOperation final : public ExecOperation, public Recycled<LLOperation, 4> 
   // Whether every line of rank q's message arrived; unpacks it into its place when it did.
   bool receive(HostLL& ll, int q) {
     size_t lines = linesFor(block_);
-    size_t parity = llSeq_ % 2;
-    char* box = ll.inbox + (static_cast<size_t>(q) * 2 + parity) * ll.linesPerBox * kLine;
+    size_t parity = proto::exchangeParity(llSeq_);
+    char* box = ll.inbox + (static_cast<size_t>(q) * proto::kExchangeParities + parity) *
+                               ll.linesPerBox * kLine;
     size_t& seen = seen_[q];
     while (seen < lines) {
       if (device::loadAcquire(flagOf(box + seen * kLine)) != llSeq_) return false;
@@ -264,10 +267,10 @@ Result EngineImpl::ensureHostLL() {
   ll.linesPerBox = linesFor(kHostLLMaxPayload);
   ll.payloadBytes = (kHostLLMaxPayload + 63) / 64 * 64;
   size_t boxBytes = ll.linesPerBox * kLine;
-  TSR_CHECK(
-      ctx_->allocate(static_cast<size_t>(nranks_) * 2 * boxBytes, MemoryKind::kHost, &ll.memory));
+  TSR_CHECK(ctx_->allocate(static_cast<size_t>(nranks_) * proto::kExchangeParities * boxBytes,
+                           MemoryKind::kHost, &ll.memory));
   ll.inbox = static_cast<char*>(ll.memory->data());
-  std::memset(ll.inbox, 0, static_cast<size_t>(nranks_) * 2 * boxBytes);
+  std::memset(ll.inbox, 0, static_cast<size_t>(nranks_) * proto::kExchangeParities * boxBytes);
   ll.stagingMemory.assign(static_cast<size_t>(nranks_) * ll.payloadBytes, 0);
   ll.staging = ll.stagingMemory.data();
   ll.peers.resize(static_cast<size_t>(nranks_));

@@ -12,6 +12,7 @@
 
 #include "collectives/exec/engine_impl.hpp"
 #include "collectives/exec/host_ops.hpp"
+#include "collectives/exec/protocols.hpp"
 #include "core/datatype.hpp"
 #include "core/park.hpp"
 
@@ -160,7 +161,7 @@ class P2POperation final : public ExecOperation {
     // Sends: as many pieces as credits allow.
     while (sendAt_[p] < sends_[p].size()) {
       Transfer& t = sends_[p][sendAt_[p]];
-      if (link->sent - link->acked >= static_cast<uint64_t>(kP2PSlots)) {
+      if (!proto::ringHasCredit(link->sent, link->acked, kP2PSlots)) {
         if (!link->ack->poll()) break;
         ++link->acked;
       }
@@ -183,7 +184,7 @@ class P2POperation final : public ExecOperation {
   Result sendPiece(P2PLink* link, Transfer* t) {
     size_t n = std::min(kP2PSlotBytes, t->bytes - t->done);
     PieceHeader h{t->bytes, t->done, n};
-    size_t slot = static_cast<size_t>(link->sent % kP2PSlots) * kSlotStride;
+    size_t slot = static_cast<size_t>(proto::ringSlot(link->sent, kP2PSlots)) * kSlotStride;
     if (link->mapped) {
       char* dst = static_cast<char*>(link->peerInbox->mapped()) + slot;
       std::memcpy(dst, &h, sizeof h);
@@ -206,7 +207,7 @@ class P2POperation final : public ExecOperation {
 
   Result recvPiece(int peer, P2PLink* link, Transfer* t) {
     const char* src = static_cast<const char*>(link->inbox->data()) +
-                      static_cast<size_t>(link->received % kP2PSlots) * kSlotStride;
+                      static_cast<size_t>(proto::ringSlot(link->received, kP2PSlots)) * kSlotStride;
     PieceHeader h;
     std::memcpy(&h, src, sizeof h);
     if (h.messageBytes != t->bytes)

@@ -6,6 +6,7 @@ list(APPEND TESSERA_COLLECTIVES_SOURCES
   exec/bind.cpp
   exec/engine.cpp
   exec/planner.cpp
+  exec/protocol_plans.cpp
   exec/host_executor.cpp
   exec/zero_copy.cpp
   exec/p2p.cpp

@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "collectives/exec/engine_impl.hpp"
+#include "collectives/exec/protocols.hpp"
 #include "core/datatype.hpp"
 
 namespace tessera {
@@ -190,10 +191,10 @@ void EngineImpl::retireRegistration(uint32_t id) {
 }
 
 Result EngineImpl::publishRecord(const HandshakeRecord& mine) {
-  size_t parity = control_.rounds % 2;
+  size_t parity = proto::exchangeParity(control_.rounds);
   size_t slot =
       (parity * static_cast<size_t>(nranks_) + static_cast<size_t>(rank_)) * kHandshakeSlotBytes;
-  size_t outbox = 2 * static_cast<size_t>(nranks_) * kHandshakeSlotBytes;
+  size_t outbox = proto::kExchangeParities * static_cast<size_t>(nranks_) * kHandshakeSlotBytes;
   for (int p = 0; p < nranks_; ++p) {
     if (p == rank_) continue;
     ControlLink& link = control_.links[static_cast<size_t>(p)];
@@ -212,7 +213,7 @@ Result EngineImpl::publishRecord(const HandshakeRecord& mine) {
 
 Result EngineImpl::pollRecords(std::vector<HandshakeRecord>* records, std::vector<uint8_t>* have,
                                bool* ready) {
-  size_t parity = control_.rounds % 2;
+  size_t parity = proto::exchangeParity(control_.rounds);
   *ready = true;
   for (int p = 0; p < nranks_; ++p) {
     if ((*have)[static_cast<size_t>(p)]) continue;

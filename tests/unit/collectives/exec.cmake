@@ -9,3 +9,6 @@ foreach(_part collectives p2p failures processes zerocopy mixed parking cross_me
   tessera_unit_test(test_exec_${_part} SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_exec_${_part}.cpp)
   target_link_libraries(test_exec_${_part} PRIVATE tessera_exec_test_common)
 endforeach()
+
+# The send/recv ring, the LL protocols' and the handshake's exchange rounds as plans, verified.
+tessera_unit_test(test_protocols SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_protocols.cpp)
