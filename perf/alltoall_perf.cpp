@@ -1,11 +1,8 @@
 // alltoall_perf: tsrAlltoAll as nccl-tests' alltoall_perf measures ncclAllToAll.
 #include "coll_perf_common.hpp"
-#include "coll_perf_mpi.hpp"
 
 namespace tessera::perf {
 namespace {
-
-double busFactor(int n) { return n > 0 ? static_cast<double>(n - 1) / n : 0.0; }
 
 // Both buffers hold one block per rank; the size is the whole buffer.
 void sizes(size_t count, size_t elt, int n, CollSizes* s) {
@@ -23,21 +20,13 @@ Source source(const CollArgs& a, size_t i) {
           static_cast<size_t>(a.rank) * a.count + i % a.count};
 }
 
-#if TESSERA_HAVE_MPI
-int mpiRun(const MpiArgs& m) {
-  return MPI_Alltoall(m.send, m.count, m.type, m.recv, m.count, m.type, m.comm);
-}
-#else
-constexpr int (*mpiRun)(const MpiArgs&) = nullptr;
-#endif
-
 }  // namespace
 }  // namespace tessera::perf
 
 int main(int argc, char** argv) {
   using namespace tessera::perf;
   // No in-place form (tessera.h).
-  static const CollHooks hooks{"alltoall", false, false,  false, busFactor,
-                               sizes,      run,   source, mpiRun};
+  static const CollHooks hooks{
+      "alltoall", false, false, false, busFactorShare, sizes, run, source, MpiColl::kAlltoall};
   return collPerfMain(argc, argv, hooks);
 }

@@ -19,12 +19,14 @@
 #include "bootstrap/bootstrap.hpp"
 #include "comm/comm_impl.hpp"
 #include "comm/handles.hpp"
+#include "perf_util.hpp"
 #include "tessera/tessera.h"
 #include "tessera/tessera.hpp"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using tessera::perf::usSince;
 
 struct Options {
   int nranks = 4;
@@ -32,10 +34,6 @@ struct Options {
   size_t maxBytes = 1 << 20;
   std::string mode = "both";
 };
-
-double usSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

@@ -8,6 +8,7 @@
 #include "coll_perf_data.hpp"
 #include "coll_perf_mpi.hpp"
 #include "core/datatype.hpp"
+#include "perf_util.hpp"
 
 namespace tessera::perf {
 namespace {
@@ -18,10 +19,6 @@ using Clock = std::chrono::steady_clock;
 // alternating too), so both see the same machine; more blocks would add barriers, fewer would
 // let a burst of noise land on one of them only.
 constexpr int kBaselineBlocks = 4;
-
-double usSince(Clock::time_point t0) {
-  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-}
 
 tsrRedOp_t builtinOp(OpKind k) {
   switch (k) {

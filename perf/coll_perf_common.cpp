@@ -138,6 +138,12 @@ size_t perRankCount(size_t count, size_t eltSize, int nranks) {
   return count / static_cast<size_t>(nranks) / align * align;
 }
 
+double busFactorOne(int) { return 1.0; }
+
+double busFactorShare(int n) { return n > 0 ? static_cast<double>(n - 1) / n : 0.0; }
+
+void sizesOfCount(size_t count, size_t, int, CollSizes* s) { *s = {count, count, count, 0, 0}; }
+
 int collPerfMain(int argc, char** argv, const CollHooks& hooks) {
   Options o = parseOptions(argc, argv, hooks);
   World w;

@@ -70,7 +70,18 @@ struct Source {
   size_t index = 0;
 };
 
-struct MpiArgs;  // coll_perf_mpi.hpp (builds with MPI only)
+// MPI's own collective for --baseline mpi, run on the same buffers (coll_perf_mpi.cpp, the one
+// file that speaks MPI, so that the binaries build the same with or without it).
+enum class MpiColl {
+  kNone,
+  kAllreduce,
+  kAllgather,
+  kReduceScatterBlock,
+  kBcast,
+  kReduce,
+  kAlltoall,
+  kSendrecvRing,  // MPI_Sendrecv to rank + 1 from rank - 1
+};
 
 struct CollHooks {
   const char* name;  // nccl-tests' name without "_perf": "all_reduce"
@@ -83,9 +94,7 @@ struct CollHooks {
   tsrResult_t (*run)(const CollArgs& args);
   // Source of output element `index` of rank args.rank (args.count and root are the call's).
   Source (*source)(const CollArgs& args, size_t index);
-  // MPI's own collective on the same buffers (--baseline mpi); returns an MPI error code. Null in
-  // builds without MPI.
-  int (*mpiRun)(const MpiArgs& args);
+  MpiColl mpi;
 };
 
 // The whole program: parses argv, makes the ranks, runs the sweep, prints the table. Returns the
@@ -96,5 +105,13 @@ int collPerfMain(int argc, char** argv, const CollHooks& hooks);
 // Per-rank element count of the split collectives (all_gather, reduce_scatter, alltoall):
 // count / nranks, rounded down to a multiple of 16 bytes as nccl-tests does.
 size_t perRankCount(size_t count, size_t eltSize, int nranks);
+
+// Hooks that several collectives share (the factors and sizes above).
+// busbw factor 1: broadcast, reduce, sendrecv.
+double busFactorOne(int nranks);
+// busbw factor (n - 1) / n: all_gather, reduce_scatter, alltoall.
+double busFactorShare(int nranks);
+// Both buffers and the call hold `count` elements: all_reduce, broadcast, reduce, sendrecv.
+void sizesOfCount(size_t count, size_t eltSize, int nranks, CollSizes* out);
 
 }  // namespace tessera::perf

@@ -31,12 +31,33 @@ MPI_Op mpiOpOf(OpKind op) {
   }
 }
 
+// MPI broadcasts in place: the root sends from the receive buffer, which the timing does not mind
+// (the check runs tessera only).
+int mpiRun(MpiColl c, const MpiArgs& m) {
+  switch (c) {
+    case MpiColl::kAllreduce: return MPI_Allreduce(m.send, m.recv, m.count, m.type, m.op, m.comm);
+    case MpiColl::kAllgather:
+      return MPI_Allgather(m.send, m.count, m.type, m.recv, m.count, m.type, m.comm);
+    case MpiColl::kReduceScatterBlock:
+      return MPI_Reduce_scatter_block(m.send, m.recv, m.count, m.type, m.op, m.comm);
+    case MpiColl::kBcast: return MPI_Bcast(m.recv, m.count, m.type, m.root, m.comm);
+    case MpiColl::kReduce: return MPI_Reduce(m.send, m.recv, m.count, m.type, m.op, m.root, m.comm);
+    case MpiColl::kAlltoall:
+      return MPI_Alltoall(m.send, m.count, m.type, m.recv, m.count, m.type, m.comm);
+    case MpiColl::kSendrecvRing:
+      return MPI_Sendrecv(m.send, m.count, m.type, (m.rank + 1) % m.nranks, 0, m.recv, m.count,
+                          m.type, (m.rank + m.nranks - 1) % m.nranks, 0, m.comm, MPI_STATUS_IGNORE);
+    case MpiColl::kNone: break;
+  }
+  return MPI_ERR_OTHER;
+}
+
 }  // namespace
 
 bool mpiBaselineSupported(const CollHooks& hooks, const CollArgs& args, OpKind op,
                           std::string* whyNot, std::string* note) {
   MPI_Datatype t;
-  if (hooks.mpiRun == nullptr) {
+  if (hooks.mpi == MpiColl::kNone) {
     *whyNot = "no MPI call for this collective";
     return false;
   }
@@ -65,7 +86,7 @@ std::string mpiBaselineRun(const CollHooks& hooks, const CollArgs& args, OpKind 
   m.rank = args.rank;
   m.nranks = args.nranks;
   m.comm = MPI_COMM_WORLD;
-  int rc = hooks.mpiRun(m);
+  int rc = mpiRun(hooks.mpi, m);
   if (rc == MPI_SUCCESS) return "";
   char text[MPI_MAX_ERROR_STRING] = {};
   int len = 0;

@@ -1,6 +1,6 @@
 // --baseline mpi: MPI's own collective on the same buffers, in the same run (DESIGN.md,
-// "Numbers, not adjectives"). The binaries' hook tables call MPI through MpiArgs; the sweep calls
-// the two functions below, which exist in every build.
+// "Numbers, not adjectives"). The binaries' hook tables name MPI's collective (MpiColl), which
+// runs through MpiArgs; the sweep calls the functions below, which exist in every build.
 #pragma once
 
 #include <string>

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/datatype.hpp"
+#include "perf_util.hpp"
 
 namespace tessera::perf {
 namespace {
@@ -40,25 +41,6 @@ namespace {
       "      --baseline memcpy   time a memcpy of the same bytes (send -> recv) on every rank\n",
       h.name);
   std::exit(2);
-}
-
-bool parseBytes(const char* text, uint64_t* out) {
-  char* end = nullptr;
-  double v = std::strtod(text, &end);
-  if (end == text || !(v >= 0)) return false;
-  switch (*end) {
-    case 'k':
-    case 'K': v *= 1024.0; break;
-    case 'm':
-    case 'M': v *= 1048576.0; break;
-    case 'g':
-    case 'G': v *= 1073741824.0; break;
-    case '\0': break;
-    default: return false;
-  }
-  if (*end != '\0' && end[1] != '\0') return false;
-  *out = static_cast<uint64_t>(v);
-  return true;
 }
 
 bool parseInt(const char* text, int* out) {
@@ -147,13 +129,13 @@ Options parseOptions(int argc, char** argv, const CollHooks& h) {
     int n = 0;
     switch (flag) {
       case 'b':
-        if (!parseBytes(v, &o.minBytes)) bad();
+        if (!parseByteSize(v, &o.minBytes)) bad();
         break;
       case 'e':
-        if (!parseBytes(v, &o.maxBytes)) bad();
+        if (!parseByteSize(v, &o.maxBytes)) bad();
         break;
       case 'i':
-        if (!parseBytes(v, &o.stepBytes)) bad();
+        if (!parseByteSize(v, &o.stepBytes)) bad();
         break;
       case 'f':
         o.stepFactor = std::atof(v);

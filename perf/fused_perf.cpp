@@ -32,6 +32,7 @@
 
 #include "fused_perf_backend.hpp"
 #include "perf_json_text.hpp"
+#include "perf_util.hpp"
 
 namespace tessera::perf {
 namespace {
@@ -184,13 +185,6 @@ const char* typeName(tsrDataType_t t) {
 }
 double unitRoundoff(tsrDataType_t t) {
   return t == tsrFloat32 ? 0x1p-24 : t == tsrFloat16 ? 0x1p-11 : 0x1p-8;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
 }
 
 struct Row {
@@ -363,7 +357,7 @@ class RankRun {
                             .count());
       s_.barrier.arrive_and_wait();  // nobody overwrites them before all have read them
     }
-    return median(samples);
+    return medianOf(samples);
   }
 
   void check() {

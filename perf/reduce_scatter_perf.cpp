@@ -1,12 +1,9 @@
 // reduce_scatter_perf: tsrReduceScatter as nccl-tests' reduce_scatter_perf measures
 // ncclReduceScatter.
 #include "coll_perf_common.hpp"
-#include "coll_perf_mpi.hpp"
 
 namespace tessera::perf {
 namespace {
-
-double busFactor(int n) { return n > 0 ? static_cast<double>(n - 1) / n : 0.0; }
 
 // The size is the buffer being reduced; each rank receives its share of it.
 void sizes(size_t count, size_t elt, int n, CollSizes* s) {
@@ -22,20 +19,19 @@ Source source(const CollArgs& a, size_t i) {
   return {Source::kReduce, 0, static_cast<size_t>(a.rank) * a.count + i};
 }
 
-#if TESSERA_HAVE_MPI
-int mpiRun(const MpiArgs& m) {
-  return MPI_Reduce_scatter_block(m.send, m.recv, m.count, m.type, m.op, m.comm);
-}
-#else
-constexpr int (*mpiRun)(const MpiArgs&) = nullptr;
-#endif
-
 }  // namespace
 }  // namespace tessera::perf
 
 int main(int argc, char** argv) {
   using namespace tessera::perf;
-  static const CollHooks hooks{"reduce_scatter", true,  false, true, busFactor, sizes, run,
-                               source,           mpiRun};
+  static const CollHooks hooks{"reduce_scatter",
+                               true,
+                               false,
+                               true,
+                               busFactorShare,
+                               sizes,
+                               run,
+                               source,
+                               MpiColl::kReduceScatterBlock};
   return collPerfMain(argc, argv, hooks);
 }

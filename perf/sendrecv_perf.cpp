@@ -1,14 +1,9 @@
 // sendrecv_perf: a ring of point-to-point transfers, as nccl-tests' sendrecv_perf: rank r sends
 // to r + 1 and receives from r - 1, both in one group.
 #include "coll_perf_common.hpp"
-#include "coll_perf_mpi.hpp"
 
 namespace tessera::perf {
 namespace {
-
-double busFactor(int) { return 1.0; }
-
-void sizes(size_t count, size_t, int, CollSizes* s) { *s = {count, count, count, 0, 0}; }
 
 tsrResult_t run(const CollArgs& a) {
   int next = (a.rank + 1) % a.nranks;
@@ -25,22 +20,14 @@ Source source(const CollArgs& a, size_t i) {
   return {Source::kCopy, (a.rank + a.nranks - 1) % a.nranks, i};
 }
 
-#if TESSERA_HAVE_MPI
-int mpiRun(const MpiArgs& m) {
-  return MPI_Sendrecv(m.send, m.count, m.type, (m.rank + 1) % m.nranks, 0, m.recv, m.count, m.type,
-                      (m.rank + m.nranks - 1) % m.nranks, 0, m.comm, MPI_STATUS_IGNORE);
-}
-#else
-constexpr int (*mpiRun)(const MpiArgs&) = nullptr;
-#endif
-
 }  // namespace
 }  // namespace tessera::perf
 
 int main(int argc, char** argv) {
   using namespace tessera::perf;
   // No in-place form: sending from the buffer being received into would race.
-  static const CollHooks hooks{"sendrecv", false, false,  false, busFactor,
-                               sizes,      run,   source, mpiRun};
+  static const CollHooks hooks{"sendrecv", false,        false,
+                               false,      busFactorOne, sizesOfCount,
+                               run,        source,       MpiColl::kSendrecvRing};
   return collPerfMain(argc, argv, hooks);
 }

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "perf_util.hpp"
 #include "transport/transport.hpp"
 #include "transport_perf_baselines.hpp"
 #include "transport_perf_report.hpp"
@@ -53,20 +54,9 @@ namespace {
 }
 
 uint64_t parseBytes(const char* text) {
-  char* end = nullptr;
-  double v = std::strtod(text, &end);
-  if (end == text || v < 0) usage("bad size");
-  switch (*end) {
-    case 'k':
-    case 'K': v *= 1024.0; break;
-    case 'm':
-    case 'M': v *= 1048576.0; break;
-    case 'g':
-    case 'G': v *= 1073741824.0; break;
-    case '\0': break;
-    default: usage("bad size suffix");
-  }
-  return static_cast<uint64_t>(v);
+  uint64_t v = 0;
+  if (!parseByteSize(text, &v)) usage("bad size (a number with an optional K, M or G)");
+  return v;
 }
 
 Options parse(int argc, char** argv) {

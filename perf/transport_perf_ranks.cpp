@@ -16,6 +16,7 @@
 #include "bootstrap/inproc_bootstrap.hpp"
 #include "bootstrap/tcp_bootstrap.hpp"
 #include "core/status.hpp"
+#include "perf_util.hpp"
 #include "transport/channel.hpp"
 #include "transport/context.hpp"
 #include "transport/semaphore.hpp"
@@ -48,11 +49,9 @@ StepTiming summarize(const SizeStep& s, std::vector<double> us) {
   t.bytes = s.bytes;
   t.puts = s.puts;
   t.iters = static_cast<uint32_t>(us.size());
-  std::sort(us.begin(), us.end());
   if (!us.empty()) {
-    t.minUs = us.front();
-    t.medianUs =
-        us.size() % 2 ? us[us.size() / 2] : 0.5 * (us[us.size() / 2 - 1] + us[us.size() / 2]);
+    t.minUs = *std::min_element(us.begin(), us.end());
+    t.medianUs = medianOf(std::move(us));
   }
   return t;
 }

@@ -193,6 +193,7 @@ TEST(GpuCollStream, AbortEndsAStuckCall) {
                          static_cast<tsrStream_t>(g.stream(0))),
             tsrSuccess)
       << tsrGetLastError(g.comm(0));
+  // Gives the call time to complete if it wrongly did without its peer.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_NE(waitStream(g.stream(0), 0), "") << "the call completed without its peer";
   const auto t0 = Clock::now();

@@ -462,6 +462,7 @@ TEST(GpuFused, AbortReleasesAStreamWaitingForAMissingPeer) {
     void* stream = nullptr;
     TF_STR(streamCreate(&stream));
     TT_CHECK_OK(ex->enqueue(call, stream));
+    // Late on purpose: the abort must end a call that already waits for rank 1.
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     TT_CHECK(ex->asyncError() == tsrSuccess, "asyncError before abort: %s",
              resultName(ex->asyncError()));

@@ -333,6 +333,7 @@ TEST(GpuSendRecv, MissingPeerTimesOutAndAbortEndsAStuckReceive) {
       EXPECT_EQ(async, tsrTimeout) << tsrGetLastError(g.comm(0));
       continue;
     }
+    // Gives the receive time to complete if it wrongly did without a send.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     EXPECT_NE(waitStream(g.stream(0), 0), "") << "the receive completed without a send";
     EXPECT_EQ(tsrCommAbort(g.release(0)), tsrSuccess) << tsrGetLastError(nullptr);

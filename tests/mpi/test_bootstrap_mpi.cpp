@@ -218,6 +218,7 @@ TEST_P(BootstrapMpi, RecvTimeoutAndAbortReturnPromptly) {
     EXPECT_NE(why.find("tag 99"), std::string::npos) << why;
 
     std::thread aborter([&] {
+      // Late on purpose: the abort must wake a receive that already blocks.
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       b->abort();
     });

@@ -88,7 +88,7 @@ void expectMatchesMpi(tsrComm_t comm, MPI_Comm reference) {
   }
   std::vector<float> large(kLargeCount, 1.0f);
   std::thread killer([] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the death lands mid-call
     raise(SIGKILL);
   });
   for (;;) tsrAllReduce(large.data(), large.data(), kLargeCount, tsrFloat32, tsrSum, comm, nullptr);

@@ -77,6 +77,15 @@ ScopedEnv::~ScopedEnv() {
     unsetenv(name_.c_str());
 }
 
+bool waitUntil(const std::function<bool()>& done, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the poll step, not a guess
+  }
+  return true;
+}
+
 std::string loopbackCommId() {
   // Bind port 0, read the port the kernel chose, close: free now, and rank 0 binds it soon.
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

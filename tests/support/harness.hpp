@@ -15,6 +15,12 @@ namespace tessera::test {
 // (a hung rank cannot be cancelled; ending the process is the only way not to hang ctest).
 void runRanks(int nranks, const std::function<void(int rank)>& body, double deadlineSeconds = 60);
 
+// Polls `done` every millisecond until it holds or `seconds` pass; false on the deadline. A
+// test that must wait until something has happened (a thread is running, a peer has posted, a
+// file exists) waits on that, not on a guessed sleep: a guess flakes on a slow machine and
+// wastes time on a fast one.
+bool waitUntil(const std::function<bool()>& done, double seconds);
+
 // Forks `n` children (ranks as processes); child r runs body(r) and _exits with its return
 // value (an exception: 98). Call it from a process with no other thread running: a child
 // inherits every lock another thread held at the fork, and where no fork handler releases it

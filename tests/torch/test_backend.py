@@ -194,6 +194,7 @@ def _async_worker(rank, world):
     else:
         import time
 
+        # Late on purpose: rank 0's 300 ms wait must expire before this all_reduce comes.
         time.sleep(1.0)
         c = torch.ones(3)
         dist.all_reduce(c)

@@ -19,7 +19,7 @@ def _killed_peer_worker(rank, world, how):
     dist.all_reduce(t)  # connections made, both alive
     if rank == world - 1:
         w = dist.all_reduce(t, async_op=True)
-        time.sleep(0.002)  # into the call
+        time.sleep(0.002)  # on purpose: the death lands inside the call
         os.kill(os.getpid(), signal.SIGKILL)
         w.wait()
     start = time.monotonic()

@@ -55,6 +55,7 @@ TEST(BootstrapCommId, EveryRankMakesTheSameIdAndRankZeroStartsTheRoot) {
       [&](int rank) {
         for (int round = 0; round < kRounds; ++round) {
           SCOPED_TRACE("communicator " + std::to_string(round));
+          // Late on purpose (see above): the others must be refused for a while first.
           if (round == 2 && rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
           tsrUniqueId& id = ids[static_cast<size_t>(round)][static_cast<size_t>(rank)];
           ASSERT_EQ(createUserUniqueId(&id), tsrSuccess) << lastErrorMessage();

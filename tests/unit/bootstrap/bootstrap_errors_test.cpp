@@ -155,6 +155,8 @@ TEST(BootstrapErrors, InprocAbortWakesBlockedRecv) {
       return;
     }
     std::thread aborter([&] {
+      // Not synchronisation: the abort comes late on purpose, so that it must wake a receive that
+      // already blocks rather than refuse one not yet made.
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       b->abort();
     });
@@ -191,6 +193,8 @@ TEST(BootstrapErrors, TcpAbortWakesBlockedRecvHereAndAtThePeer) {
     }
     ASSERT_EQ(b->send(1, 5, &x, sizeof(x)), tsrSuccess) << lastErrorMessage();
     std::thread aborter([&] {
+      // Not synchronisation: the abort comes late on purpose, so that it must wake a receive that
+      // already blocks rather than refuse one not yet made.
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
       b->abort();
     });
@@ -202,10 +206,7 @@ TEST(BootstrapErrors, TcpAbortWakesBlockedRecvHereAndAtThePeer) {
     EXPECT_EQ(b->send(1, 5, &x, sizeof(x)), tsrInvalidUsage);
     EXPECT_EQ(b->allGather(&x, 0), tsrInvalidUsage);
     // Still alive: it is the abort, not the end of this bootstrap, that rank 1 noticed.
-    Stopwatch wait;
-    while (!peerSawIt.load() && wait.seconds() < 2 * kSlackSeconds)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    EXPECT_TRUE(peerSawIt.load());
+    EXPECT_TRUE(waitUntil([&] { return peerSawIt.load(); }, 2 * kSlackSeconds));
   });
 }
 
@@ -227,7 +228,8 @@ TEST(BootstrapErrors, RecvTimesOutNamingPeerAndTag) {
         rank0Done = true;
       }
       // Rank 1 stays until rank 0 has timed out (rank 1 leaving would be another error).
-      while (!rank0Done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      EXPECT_TRUE(waitUntil([&] { return rank0Done.load(); }, kShort + 2 * kSlackSeconds))
+          << "rank 0's receive did not time out";
     });
   }
 }

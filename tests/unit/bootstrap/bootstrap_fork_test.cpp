@@ -132,11 +132,12 @@ TEST(BootstrapForkErrors, PeerThatDiesDuringRecvIsNamed) {
         int x = 7;
         if (rank == 1) {
           CHILD_CHECK(b->send(0, 1, &x, sizeof(x)) == tsrSuccess, 3);
-          // Rank 0 is inside recv(tag 2) by now; die without sending it.
-          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          // Rank 0 says it goes into recv(tag 2); die without sending it.
+          CHILD_CHECK(b->recv(0, 3, &x, sizeof(x)) == tsrSuccess, 8);
           _exit(0);
         }
         CHILD_CHECK(b->recv(1, 1, &x, sizeof(x)) == tsrSuccess && x == 7, 4);
+        CHILD_CHECK(b->send(1, 3, &x, sizeof(x)) == tsrSuccess, 9);
         Stopwatch clock;
         Result r = b->recv(1, 2, &x, sizeof(x));
         std::string why = lastErrorMessage();
@@ -164,6 +165,8 @@ TEST(BootstrapForkErrors, ProcessesExitWhileTheirRootThreadRuns) {
             std::unique_ptr<Bootstrap> b;
             TcpBootstrap::create(id, 0, 2, withTimeout(30), &b);  // waits for rank 1
           }).detach();
+          // Gives the root and the rank time to reach their waits (no hook tells when); an exit
+          // before that would pass too, so this cannot flake, only test less.
           std::this_thread::sleep_for(std::chrono::milliseconds(200));
         }
         std::exit(0);  // runs static destructors and atexit handlers

@@ -74,6 +74,7 @@ TEST(BootstrapRoot, UnusedIdReleasesItsRootAfterTheTimeout) {
   ScopedEnv timeout("TESSERA_BOOTSTRAP_TIMEOUT", "1");
   tsrUniqueId id;
   ASSERT_EQ(createUniqueId(&id), tsrSuccess);
+  // Lets the root's 1 s deadline expire: the point of the test.
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   // Nothing listens any more: a late rank hears that at once instead of waiting.
   BootstrapOptions o;

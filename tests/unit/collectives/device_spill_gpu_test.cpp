@@ -91,6 +91,7 @@ TEST(DeviceKernelsGpu, AWaitHoldsTheStreamUntilTheValueArrives) {
   ASSERT_EQ(cudaHostGetDevicePointer(reinterpret_cast<void**>(&flagDev), flag, 0), cudaSuccess);
   ASSERT_EQ(streamWaitValue32(w.stream, flagDev, 1, false), tsrSuccess);
   ASSERT_EQ(streamWriteValue32(w.stream, w.dev, 9), tsrSuccess);
+  // Gives the stream time to run past the wait if it wrongly did not hold.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(cudaStreamQuery(w.stream), cudaErrorNotReady);
   __atomic_store_n(flag, 1u, __ATOMIC_RELEASE);

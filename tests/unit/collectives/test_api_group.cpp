@@ -374,6 +374,8 @@ TEST(ApiTeardown, AbortAndDestroyReleaseAWaitingCall) {
           tsrAllReduce(in.data(), out.data(), in.size(), tsrFloat32, tsrSum, comms[0], nullptr);
       returned = Clock::now();
     });
+    // Not synchronisation: the stop comes late on purpose, so that it must release a call that
+    // already waits for its peer (a stop before the call would only refuse it).
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     const Clock::time_point stopped = Clock::now();
     tsrResult_t stop = destroy ? tsrCommDestroy(comms[0]) : tsrCommAbort(comms[0]);

@@ -82,6 +82,7 @@ TEST(DeviceEmulationFailures, AbortWhileWaitingReturnsRemoteError) {
   missingPeer(30.0, [](CollectiveEngine& e) -> std::string {
     auto t0 = Clock::now();
     std::thread aborter([&] {
+      // Late on purpose (no hook says the wait has begun): the abort must end a stuck wait.
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
       e.abortDevice();
     });

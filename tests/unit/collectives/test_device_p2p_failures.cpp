@@ -115,6 +115,7 @@ TEST(DeviceP2PFailures, AbortEndsAStuckGroup) {
       TT_CHECK_OK(e->enqueueP2P({recvOf(1, b.data(), 64)}, nullptr));
       const auto t0 = Clock::now();
       std::thread aborter([&] {
+        // Late on purpose (no hook says the wait has begun): the abort must end a stuck wait.
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
         e->abortDevice();
       });

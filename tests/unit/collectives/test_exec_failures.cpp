@@ -36,8 +36,10 @@ TEST(ExecFailures, RankThatNeverCallsTimesOutNamingTheWait) {
     // Both ranks set the plan up together first.
     TT_CHECK_OK(runCall(*e, allreduce(in.data(), out.data(), in.size())));
     if (ctx.rank() == 1) {
-      // Stay alive (a destroyed peer would be a remote error, not a timeout).
-      while (!finished.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      // Stay alive (a destroyed peer would be a remote error, not a timeout) until rank 0 is
+      // through its 30 s wait at the most.
+      TT_CHECK(test::waitUntil([&] { return finished.load(); }, 60),
+               "rank 0 did not finish its call");
       return std::string();
     }
     Result r = runCall(*e, allreduce(in.data(), out.data(), in.size()), 30);

@@ -6,9 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <fstream>
-#include <thread>
 
 #include "collectives/exec/engine_impl.hpp"
 #include "support/harness.hpp"
@@ -31,15 +29,6 @@ std::string zeroCopyAllReduce(int n) {
     if (generatePlan(g, &p) == tsrSuccess && p.zeroCopy) return info.name;
   }
   return "";
-}
-
-bool waitFor(const std::atomic<bool>& flag, double seconds) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (!flag.load()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
 }
 
 // Mappings of tsrMemAlloc-style memory (own or a peer's) in this process.
@@ -91,12 +80,13 @@ TEST(ExecZeroCopyImports, PeerBuffersOfAPlainPlanAreNeverMapped) {
       TT_CHECK_OK(op->progress(&done));  // publishes; rank 0's record is not there yet
       TT_CHECK(!done, "the broadcast finished before rank 0 started it");
       published.store(true);
-      bool alone = waitFor(rootDone, 10);
+      bool alone = test::waitUntil([&] { return rootDone.load(); }, 10);
       TT_CHECK_OK(runOperations({op.get()}, 20));
       TT_CHECK(alone, "rank 0 did not finish the call without rank 2 (the scenario needs it)");
       TT_CHECK(op->describe().find("zero-copy") == std::string::npos, "%s", op->describe().c_str());
     } else if (rank == 0) {
-      TT_CHECK(waitFor(published, 10), "rank 2 did not publish its record");
+      TT_CHECK(test::waitUntil([&] { return published.load(); }, 10),
+               "rank 2 did not publish its record");
       TT_CHECK_OK(runCall(*e, call));
       for (void* h : handles) TT_CHECK_OK(e->deregisterBuffer(h));
       handles.clear();

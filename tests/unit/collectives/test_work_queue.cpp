@@ -65,14 +65,8 @@ WorkItem makeItem(uint64_t callNo, uint32_t* doneWord, uint32_t doneValue,
   return it;
 }
 
-// Polls `pred` until it holds or `seconds` passed.
 bool waitFor(const std::function<bool()>& pred, double seconds = kWaitSeconds) {
-  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-  return true;
+  return test::waitUntil(pred, seconds);
 }
 
 // The fake Runner. Every CTA adds one to ran[callNo]; each CTA checks it sees the sequence
@@ -240,7 +234,9 @@ TEST_P(WorkQueueGrid, StopFlagEndsIdleLoopAndFirstIsHonoured) {
   runGrid(queue, runner, nctas, kFirst, &ret, 1, [&](int) {
     for (uint64_t c = 0; c < 6; ++c) postItem(queue.h, makeItem(c, &done[c], 1));
     ASSERT_TRUE(waitFor([&] { return queue.consumedNow() == kFirst + 6; }));
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the CTAs are idle now
+    // Not synchronisation (consumed says the items are done): the CTAs' leaders go on into the
+    // idle backoff, down to its sleeps, which the stop must end.
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
     queue.raise(&queue.stopFlag);
   });
   for (uint32_t c = 0; c < nctas; ++c) EXPECT_EQ(ret[c], kFirst + 6) << "cta " << c;

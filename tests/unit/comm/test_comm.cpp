@@ -276,6 +276,7 @@ TEST(CommFailure, AbortStopsAPendingNonBlockingInit) {
   config.blocking = 0;
   tsrComm_t comm = nullptr;
   ASSERT_EQ(tsrCommInitRankConfig(&comm, 2, id, 0, &config), tsrInProgress);  // rank 1 never comes
+  // Gives the background init time to get stuck waiting for rank 1: it must still be pending.
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   tsrResult_t state = tsrSuccess;
   ASSERT_EQ(tsrCommGetAsyncError(comm, &state), tsrSuccess);

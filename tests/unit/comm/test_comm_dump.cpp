@@ -5,12 +5,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "support/harness.hpp"
@@ -54,10 +52,19 @@ TEST(DumpOnTimeout, TimeoutSignalsPeersAndTheyLogWhatTheyWaitFor) {
             tsrSuccess)
           return 12;
         if (r == 0) {
-          // Stays away from the second call until the others gave up.
-          std::this_thread::sleep_for(std::chrono::seconds(9));
+          // Stays away from the second call until the others gave up: each has logged its
+          // RESULT line (rank 2's deadline is 8 s, so 30 s is ample).
+          bool gaveUp = tessera::test::waitUntil(
+              [&] {
+                for (int peer : {1, 2})
+                  if (readFile(std::string(dir) + "/rank" + std::to_string(peer) + ".log")
+                          .find("RESULT ") == std::string::npos)
+                    return false;
+                return true;
+              },
+              30);
           tsrCommAbort(comm);
-          return 0;
+          return gaveUp ? 0 : 15;
         }
         tsrResult_t res =
             tsrAllReduce(buf.data(), buf.data(), buf.size(), tsrFloat32, tsrSum, comm, nullptr);

@@ -102,7 +102,7 @@ TEST_F(ParkTest, ASignalWakesTheSleeperAndLowersItsFlag) {
   std::atomic<bool> armed{false};
   std::thread waker([&] {
     while (!armed.load()) std::this_thread::yield();
-    std::this_thread::sleep_for(Ms(20));
+    std::this_thread::sleep_for(Ms(20));  // late on purpose: the sleeper must be asleep
     signal(&b);
   });
   ParkSet set;
@@ -145,7 +145,7 @@ void expectAnyOfThreeWakes(bool fallback) {
     std::atomic<bool> armed{false};
     std::thread waker([&] {
       while (!armed.load()) std::this_thread::yield();
-      std::this_thread::sleep_for(Ms(10));
+      std::this_thread::sleep_for(Ms(10));  // late on purpose: the sleeper must be asleep
       signal(&b[which]);
     });
     ParkSet set;

@@ -5,11 +5,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstring>
 #include <string>
-#include <thread>
 
+#include "support/harness.hpp"
 #include "transport/common/fd_server.hpp"
 #include "transport_test_util.hpp"
 
@@ -54,12 +53,7 @@ bool readAddress(int fd, std::string* a) {
 
 // Polls peerGone for up to `seconds`.
 bool goneWithin(int sock, double seconds) {
-  Deadline d = Deadline::after(seconds);
-  while (!d.expired()) {
-    if (peerGone(sock)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return peerGone(sock);
+  return test::waitUntil([&] { return peerGone(sock); }, seconds);
 }
 
 TEST(FdServer, OfferFetchGivesAWorkingDuplicateUntilWithdrawn) {
