@@ -112,12 +112,18 @@ typedef struct {
   unsigned int magic;
   unsigned int version;
   int blocking; /* 1: init returns when done; 0: returns tsrInProgress, poll tsrCommGetAsyncError */
+  /* 0 or 1 (no thread-block clusters: tessera's kernels launch without them); larger values are
+   * refused with tsrInvalidArgument. */
   int cgaClusterSize;
   int minCTAs; /* device executor: the fewest resident CTAs per communicator (TESSERA_MIN_CTAS) */
   int maxCTAs; /* device executor: the resident grid's CTAs (TESSERA_MAX_CTAS), >= minCTAs */
-  const char* netName; /* "Socket" (the only one in this version); NULL: automatic */
-  int splitShare;      /* 1: a split child shares the parent's resources */
-  int device;          /* CUDA device index, TSR_DEVICE_HOST, or TSR_DEVICE_CURRENT */
+  /* NULL: automatic. Ranks on different hosts always use the ucx transport, so "UCX" (in a
+   * build with UCX) is the only name accepted; any other is refused with tsrInvalidArgument. */
+  const char* netName;
+  /* 0 only: a split child never shares its parent's resources (it makes its own transports,
+   * scratch and executors); 1 is refused with tsrInvalidArgument. */
+  int splitShare;
+  int device; /* CUDA device index, TSR_DEVICE_HOST, or TSR_DEVICE_CURRENT */
   /* Milliseconds any wait of this communicator may take before it fails with tsrTimeout: the
    * bootstrap's (TESSERA_BOOTSTRAP_TIMEOUT) and the transports' and executors'
    * (TESSERA_TRANSPORT_TIMEOUT). Undefined: those variables. A split child inherits it (its
