@@ -169,9 +169,16 @@ TSR_API tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* 
 TSR_API tsrResult_t tsrCommShrink(tsrComm_t comm, const int* excludeRanksList,
                                   int excludeRanksCount, tsrComm_t* newcomm, tsrConfig_t* config,
                                   int shrinkFlags);
-/* Collective: every rank calls it. Completes outstanding work and waits (within
- * TESSERA_BOOTSTRAP_TIMEOUT) until every rank got here, so no rank tears down what a peer may
- * still use. Afterwards only tsrCommDestroy is allowed. */
+/* Collective: every rank calls it. First completes this rank's outstanding work: calls on this
+ * communicator still running on other threads (host calls until their results are in place,
+ * fused calls included) and the collectives and send/recv groups enqueued on device streams
+ * (persistent mode; with TESSERA_LAUNCH=kernel they complete in stream order only), each within
+ * a little more than the calls' own deadline (tsrConfig_t.timeoutMs, else
+ * TESSERA_TRANSPORT_TIMEOUT); then waits (within the bootstrap deadline) until every rank got
+ * here, so no rank tears down what a peer may still use. A wait past its deadline is tsrTimeout
+ * naming what was waited for. Calls started once it has begun are refused (tsrInvalidUsage), and
+ * so is a finalize while this thread's open group holds calls of the communicator (end the group
+ * first). Afterwards only tsrCommDestroy is allowed. */
 TSR_API tsrResult_t tsrCommFinalize(tsrComm_t comm);
 /* Local: releases this rank (call tsrCommFinalize first for an orderly end). The handle is dead
  * afterwards: any use returns tsrInvalidUsage. */

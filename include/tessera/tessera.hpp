@@ -39,8 +39,9 @@ class TSR_API Communicator {
   tsrResult_t shrink(const std::vector<int>& excluded, const tsrConfig_t* config, int flags,
                      std::unique_ptr<Communicator>* out);
 
-  // Collective: completes outstanding work and waits for every rank (within the bootstrap
-  // deadline); the communicator can then only be destroyed.
+  // Collective: completes this rank's outstanding work (calls running on other threads, device
+  // calls enqueued on streams) and waits for every rank, each within its deadline (tessera.h,
+  // tsrCommFinalize); the communicator can then only be destroyed.
   tsrResult_t finalize();
   // Stops at once: wakes every blocked operation of this rank, which then fails.
   tsrResult_t abort();

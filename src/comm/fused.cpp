@@ -188,6 +188,8 @@ Result issue(Communicator& comm, const FusedRequest& q, tsrStream_t stream) {
   fused::FusedCall call;
   bool onDevice = false;
   Result r = checkRequest(impl, q, &call, &onDevice);
+  CommImpl::WorkScope work;  // tsrCommFinalize waits for the call
+  if (r == tsrSuccess) r = work.enter(&impl, q.api);
   if (r == tsrSuccess) {
     if (onDevice) {
       fused::DeviceFusedExecutor* exec = nullptr;
@@ -331,6 +333,8 @@ tsrResult_t FusedGemm::run(const void* A, const void* B, const void* bias, void*
       r = TSR_FAIL(tsrInvalidUsage,
                    "%s: the buffers are %s memory, but this FusedGemm was created for %s buffers",
                    q.api, onDevice ? "device" : "host", p.onDevice ? "device" : "host");
+    CommImpl::WorkScope work;  // tsrCommFinalize waits for the call
+    if (r == tsrSuccess) r = work.enter(p.comm, q.api);
     if (r == tsrSuccess) r = onDevice ? p.device->enqueue(call, stream) : p.host->run(call);
     return r == tsrSuccess ? r : noteCallError(r);
   });
