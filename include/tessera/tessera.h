@@ -312,6 +312,44 @@ TSR_API tsrResult_t tsrGemmAllReduce(const void* A, const void* B, const void* b
                                      size_t M, size_t N, size_t K, tsrDataType_t intype,
                                      tsrDataType_t outtype, int flags, tsrComm_t comm,
                                      tsrStream_t stream);
+/* The same calls described by one struct instead of thirteen positional arguments (the
+ * positional functions above fill one and run through the same path). Initialize it with
+ * TSR_FUSED_DESC_INITIALIZER, which sets size and version, so a library newer than the header
+ * knows which fields the caller has; then set op, the buffers, the shape, the types and flags:
+ *   op          which of the three calls
+ *   A, B, bias, C, gatheredA   as the call of `op` (bias and gatheredA may be NULL; gatheredA is
+ *               for tsrFusedAllGatherGemm only)
+ *   M, N, K     the shape, as the call of `op` says (row-major, dense: no leading dimensions)
+ *   intype, outtype, flags     as the positional calls
+ * A NULL desc, a size or version this library does not know, an unknown op or flag bit, or a bad
+ * shape fails with tsrInvalidArgument and a sentence naming the field. */
+#define TSR_FUSED_DESC_VERSION 1u
+typedef struct {
+  size_t size;          /* sizeof(tsrFusedDesc_t) */
+  unsigned int version; /* TSR_FUSED_DESC_VERSION */
+  tsrFusedOp_t op;
+  const void* A;
+  const void* B;
+  const void* bias;
+  void* C;
+  void* gatheredA;
+  size_t M;
+  size_t N;
+  size_t K;
+  tsrDataType_t intype;
+  tsrDataType_t outtype;
+  int flags;
+} tsrFusedDesc_t;
+#define TSR_FUSED_DESC_INITIALIZER                                                               \
+  {                                                                                              \
+    sizeof(tsrFusedDesc_t), TSR_FUSED_DESC_VERSION, tsrFusedGemmReduceScatter, NULL, NULL, NULL, \
+        NULL, NULL, 0, 0, 0, tsrFloat16, tsrFloat32, TSR_FUSED_DEFAULT                           \
+  }
+TSR_API tsrResult_t tsrFusedGemm(const tsrFusedDesc_t* desc, tsrComm_t comm, tsrStream_t stream);
+/* tsrFusedWorkspaceSize for a descriptor (its buffers are not read). */
+TSR_API tsrResult_t tsrFusedGemmWorkspaceSize(const tsrFusedDesc_t* desc, int onDevice,
+                                              tsrComm_t comm, size_t* bytes);
+
 /* Workspace bytes one rank needs for the call (onDevice: 1 for device buffers, 0 for host). */
 TSR_API tsrResult_t tsrFusedWorkspaceSize(tsrFusedOp_t op, size_t M, size_t N, size_t K,
                                           tsrDataType_t intype, tsrDataType_t outtype, int flags,

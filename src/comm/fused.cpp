@@ -232,28 +232,71 @@ Result CommImpl::fusedDevice(fused::DeviceFusedExecutor** out) {
 }
 
 // Entry points of the C API (fused_api.hpp).
-Result fusedApiCall(Communicator& comm, const char* api, tsrFusedOp_t op, const void* a,
-                    const void* b, const void* bias, void* c, void* gatheredA, size_t m, size_t n,
-                    size_t k, tsrDataType_t inType, tsrDataType_t outType, int flags,
-                    tsrStream_t stream) {
-  return issue(comm, {api, op, a, b, bias, c, gatheredA, m, n, k, inType, outType, flags}, stream);
+namespace {
+
+// The request a descriptor describes, once its size and version are known.
+Result fromDesc(const char* api, const tsrFusedDesc_t* desc, FusedRequest* q) {
+  if (desc == nullptr) return TSR_FAIL(tsrInvalidArgument, "%s: desc is NULL", api);
+  // Every field up to flags is version 1's; a larger struct comes from a newer header whose
+  // extra fields this library cannot honour, so it is refused rather than half read.
+  if (desc->size != sizeof(tsrFusedDesc_t))
+    return TSR_FAIL(tsrInvalidArgument,
+                    "%s: desc->size = %zu, but this library's tsrFusedDesc_t has %zu bytes: "
+                    "initialize it with TSR_FUSED_DESC_INITIALIZER",
+                    api, desc->size, sizeof(tsrFusedDesc_t));
+  if (desc->version != TSR_FUSED_DESC_VERSION)
+    return TSR_FAIL(tsrInvalidArgument,
+                    "%s: desc->version = %u, this library knows version %u: initialize it with "
+                    "TSR_FUSED_DESC_INITIALIZER",
+                    api, desc->version, TSR_FUSED_DESC_VERSION);
+  *q = {api,     desc->op, desc->A, desc->B,      desc->bias,    desc->C,    desc->gatheredA,
+        desc->M, desc->N,  desc->K, desc->intype, desc->outtype, desc->flags};
+  return tsrSuccess;
 }
 
-Result fusedApiWorkspaceSize(Communicator& comm, tsrFusedOp_t op, size_t m, size_t n, size_t k,
-                             tsrDataType_t inType, tsrDataType_t outType, int flags, int onDevice,
-                             size_t* bytes) {
-  constexpr const char* kApi = "tsrFusedWorkspaceSize";
+}  // namespace
+
+tsrFusedDesc_t fusedDesc(tsrFusedOp_t op, const void* a, const void* b, const void* bias, void* c,
+                         void* gatheredA, size_t m, size_t n, size_t k, tsrDataType_t inType,
+                         tsrDataType_t outType, int flags) {
+  tsrFusedDesc_t d = TSR_FUSED_DESC_INITIALIZER;
+  d.op = op;
+  d.A = a;
+  d.B = b;
+  d.bias = bias;
+  d.C = c;
+  d.gatheredA = gatheredA;
+  d.M = m;
+  d.N = n;
+  d.K = k;
+  d.intype = inType;
+  d.outtype = outType;
+  d.flags = flags;
+  return d;
+}
+
+Result fusedApiCall(Communicator& comm, const char* api, const tsrFusedDesc_t* desc,
+                    tsrStream_t stream) {
+  FusedRequest q{};
+  Result r = fromDesc(api, desc, &q);
+  if (r != tsrSuccess) return noteCallError(r);
+  return issue(comm, q, stream);
+}
+
+Result fusedApiWorkspaceSize(Communicator& comm, const char* api, const tsrFusedDesc_t* desc,
+                             int onDevice, size_t* bytes) {
   CommImpl& impl = *comm.impl();
   ScopedRank scoped(impl.rank());
-  TSR_CHECK(impl.checkReady(kApi));
+  if (bytes == nullptr) return TSR_FAIL(tsrInvalidArgument, "%s: bytes is NULL", api);
+  FusedRequest q{};
+  TSR_CHECK(fromDesc(api, desc, &q));
+  TSR_CHECK(impl.checkReady(api));
   if (onDevice != 0 && onDevice != 1)
     return TSR_FAIL(tsrInvalidArgument, "%s: onDevice is %d (1: device buffers, 0: host buffers)",
-                    kApi, onDevice);
+                    api, onDevice);
   fused::FusedCall call;
-  TSR_CHECK(toCall(
-      {kApi, op, nullptr, nullptr, nullptr, nullptr, nullptr, m, n, k, inType, outType, flags},
-      &call));
-  TSR_CHECK(checkShape(call, impl.nranks(), onDevice != 0, kApi));
+  TSR_CHECK(toCall(q, &call));
+  TSR_CHECK(checkShape(call, impl.nranks(), onDevice != 0, api));
   const fused::TileConfig cfg = onDevice ? fused::deviceTileConfig() : fused::hostTileConfig();
   *bytes = static_cast<size_t>(fused::workspaceBytes(call, impl.nranks(), cfg, onDevice == 0));
   return tsrSuccess;
