@@ -12,7 +12,8 @@
 
 namespace tessera {
 
-class CommImpl;  // internal (src/comm)
+class CommImpl;     // internal (src/comm): the rank itself
+struct CommAccess;  // internal (src/comm/comm_access.hpp): the library's own way in
 
 class TSR_API Communicator {
  public:
@@ -95,11 +96,10 @@ class TSR_API Communicator {
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
-  // Internal access for the rest of the library.
-  CommImpl* impl() const { return impl_.get(); }
-  explicit Communicator(std::shared_ptr<CommImpl> impl);
-
  private:
+  // Opaque to users: only the library reaches the implementation (CommAccess).
+  friend struct CommAccess;
+  explicit Communicator(std::shared_ptr<CommImpl> impl);
   std::shared_ptr<CommImpl> impl_;
 };
 
@@ -122,10 +122,9 @@ class TSR_API FusedGemm {
   FusedGemm(const FusedGemm&) = delete;
   FusedGemm& operator=(const FusedGemm&) = delete;
 
-  struct Impl;  // internal (src/comm)
-  explicit FusedGemm(std::unique_ptr<Impl> impl);
-
  private:
+  struct Impl;  // internal (src/comm/fused.cpp)
+  explicit FusedGemm(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "comm/api_guard.hpp"
+#include "comm/comm_access.hpp"
 #include "comm/comm_impl.hpp"
 #include "comm/fused_api.hpp"
 #include "comm/group.hpp"
@@ -20,14 +21,14 @@ constexpr tessera::Subsys kLogSubsys = tessera::Subsys::kComm;
 #define TSR_LOOKUP(h, api, var)                       \
   std::shared_ptr<Communicator> var;                  \
   TSR_CHECK(tessera::handleLookup((h), (api), &var)); \
-  tessera::ScopedRank tsr_scoped_rank_(var->impl()->rank())
+  tessera::ScopedRank tsr_scoped_rank_(tessera::commImpl(*var)->rank())
 
 // The same for collective and point-to-point calls: inside a group, a bad handle also fails
 // tsrGroupEnd.
 #define TSR_LOOKUP_CALL(h, api, var)                                          \
   std::shared_ptr<Communicator> var;                                          \
   TSR_CHECK(tessera::noteCallError(tessera::handleLookup((h), (api), &var))); \
-  tessera::ScopedRank tsr_scoped_rank_(var->impl()->rank())
+  tessera::ScopedRank tsr_scoped_rank_(tessera::commImpl(*var)->rank())
 
 }  // namespace
 

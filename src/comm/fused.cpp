@@ -9,6 +9,7 @@
 
 #include "comm/api_guard.hpp"
 #include "comm/buffer_place.hpp"
+#include "comm/comm_access.hpp"
 #include "comm/comm_impl.hpp"
 #include "comm/fused_api.hpp"
 #include "comm/group.hpp"
@@ -183,7 +184,7 @@ Result makeDevice(CommImpl& comm, const char* api,
 }
 
 Result issue(Communicator& comm, const FusedRequest& q, tsrStream_t stream) {
-  CommImpl& impl = *comm.impl();
+  CommImpl& impl = *commImpl(comm);
   ScopedRank scoped(impl.rank());
   fused::FusedCall call;
   bool onDevice = false;
@@ -285,7 +286,7 @@ Result fusedApiCall(Communicator& comm, const char* api, const tsrFusedDesc_t* d
 
 Result fusedApiWorkspaceSize(Communicator& comm, const char* api, const tsrFusedDesc_t* desc,
                              int onDevice, size_t* bytes) {
-  CommImpl& impl = *comm.impl();
+  CommImpl& impl = *commImpl(comm);
   ScopedRank scoped(impl.rank());
   if (bytes == nullptr) return TSR_FAIL(tsrInvalidArgument, "%s: bytes is NULL", api);
   FusedRequest q{};
@@ -320,7 +321,7 @@ tsrResult_t FusedGemm::create(Communicator& comm, tsrFusedOp_t op, size_t maxM, 
                               bool onDevice, std::unique_ptr<FusedGemm>* out) {
   constexpr const char* kApi = "FusedGemm::create";
   return guarded(kApi, [&]() -> Result {
-    CommImpl& impl = *comm.impl();
+    CommImpl& impl = *commImpl(comm);
     ScopedRank scoped(impl.rank());
     if (out == nullptr) return TSR_FAIL(tsrInvalidArgument, "%s: out is NULL", kApi);
     out->reset();
@@ -344,7 +345,7 @@ tsrResult_t FusedGemm::create(Communicator& comm, tsrFusedOp_t op, size_t maxM, 
       TSR_CHECK(makeHost(impl, &p->host));
       TSR_CHECK(p->host->reserve(call));
     }
-    *out = std::make_unique<FusedGemm>(std::move(p));
+    *out = std::unique_ptr<FusedGemm>(new FusedGemm(std::move(p)));
     return tsrSuccess;
   });
 }
