@@ -7,6 +7,10 @@ install(TARGETS tessera EXPORT tesseraTargets
 install(FILES include/tessera/tessera.h include/tessera/tessera.hpp
               ${PROJECT_BINARY_DIR}/include/tessera/version.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tessera)
+# The device API: the handles user kernels may use (tessera.h says so). They include only one
+# another and system headers; tests/install/check_install.sh compiles each from the prefix alone.
+install(DIRECTORY include/tessera/device DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tessera
+        FILES_MATCHING PATTERN "*.hpp")
 if(TESSERA_HAVE_MPI)
   install(FILES include/tessera/tessera_mpi.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tessera)
 endif()

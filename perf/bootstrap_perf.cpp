@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bootstrap/bootstrap.hpp"
+#include "comm/comm_access.hpp"
 #include "comm/comm_impl.hpp"
 #include "comm/handles.hpp"
 #include "perf_util.hpp"
@@ -55,7 +56,7 @@ struct Figures {
 tessera::Bootstrap* bootstrapOf(tsrComm_t comm) {
   std::shared_ptr<tessera::Communicator> c;
   if (tessera::handleLookup(comm, "bootstrap_perf", &c) != tsrSuccess) return nullptr;
-  return &c->impl()->bootstrap();
+  return &tessera::commImpl(*c)->bootstrap();
 }
 
 #define PERF_CHECK(cond, msg)                                       \

@@ -13,6 +13,7 @@
 #include "collectives/plan/plan_json.hpp"
 #include "collectives/plan/verifier.hpp"
 #include "collectives/tuner/tuner.hpp"
+#include "comm/comm_access.hpp"
 #include "comm/comm_impl.hpp"
 #include "comm/handles.hpp"
 #include "core/build_config.hpp"
@@ -101,7 +102,7 @@ void makeComm(Shared& s, int thread, const tsrUniqueId& id, std::string* why) {
 std::string overridePlan(tsrComm_t comm, const std::shared_ptr<const Plan>& plan) {
   std::shared_ptr<Communicator> c;
   if (handleLookup(comm, "--plan", &c) != tsrSuccess) return lastErrorMessage();
-  c->impl()->setCallOverride("", plan);
+  tessera::commImpl(*c)->setCallOverride("", plan);
   return "";
 }
 

@@ -153,7 +153,8 @@ class CollectiveEngine {
   // the pair's link, pairwise: it blocks until the peer reaches its own first group naming this
   // rank.
   virtual Result enqueueP2P(const std::vector<P2PCall>& calls, void* stream) = 0;
-  // Emulation only: waits until every enqueued call completed.
+  // Waits until every call enqueued outside a graph capture completed (tsrCommFinalize): in the
+  // emulation and in the GPU's persistent mode (launch mode: stream order only).
   virtual Result deviceSynchronize() = 0;
   // The device executor's first failure; tsrSuccess while none (or never used).
   virtual Result deviceError() = 0;

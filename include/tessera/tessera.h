@@ -112,12 +112,18 @@ typedef struct {
   unsigned int magic;
   unsigned int version;
   int blocking; /* 1: init returns when done; 0: returns tsrInProgress, poll tsrCommGetAsyncError */
+  /* 0 or 1 (no thread-block clusters: tessera's kernels launch without them); larger values are
+   * refused with tsrInvalidArgument. */
   int cgaClusterSize;
   int minCTAs; /* device executor: the fewest resident CTAs per communicator (TESSERA_MIN_CTAS) */
   int maxCTAs; /* device executor: the resident grid's CTAs (TESSERA_MAX_CTAS), >= minCTAs */
-  const char* netName; /* "Socket" (the only one in this version); NULL: automatic */
-  int splitShare;      /* 1: a split child shares the parent's resources */
-  int device;          /* CUDA device index, TSR_DEVICE_HOST, or TSR_DEVICE_CURRENT */
+  /* NULL: automatic. Ranks on different hosts always use the ucx transport, so "UCX" (in a
+   * build with UCX) is the only name accepted; any other is refused with tsrInvalidArgument. */
+  const char* netName;
+  /* 0 only: a split child never shares its parent's resources (it makes its own transports,
+   * scratch and executors); 1 is refused with tsrInvalidArgument. */
+  int splitShare;
+  int device; /* CUDA device index, TSR_DEVICE_HOST, or TSR_DEVICE_CURRENT */
   /* Milliseconds any wait of this communicator may take before it fails with tsrTimeout: the
    * bootstrap's (TESSERA_BOOTSTRAP_TIMEOUT) and the transports' and executors'
    * (TESSERA_TRANSPORT_TIMEOUT). Undefined: those variables. A split child inherits it (its
@@ -163,9 +169,16 @@ TSR_API tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* 
 TSR_API tsrResult_t tsrCommShrink(tsrComm_t comm, const int* excludeRanksList,
                                   int excludeRanksCount, tsrComm_t* newcomm, tsrConfig_t* config,
                                   int shrinkFlags);
-/* Collective: every rank calls it. Completes outstanding work and waits (within
- * TESSERA_BOOTSTRAP_TIMEOUT) until every rank got here, so no rank tears down what a peer may
- * still use. Afterwards only tsrCommDestroy is allowed. */
+/* Collective: every rank calls it. First completes this rank's outstanding work: calls on this
+ * communicator still running on other threads (host calls until their results are in place,
+ * fused calls included) and the collectives and send/recv groups enqueued on device streams
+ * (persistent mode; with TESSERA_LAUNCH=kernel they complete in stream order only), each within
+ * a little more than the calls' own deadline (tsrConfig_t.timeoutMs, else
+ * TESSERA_TRANSPORT_TIMEOUT); then waits (within the bootstrap deadline) until every rank got
+ * here, so no rank tears down what a peer may still use. A wait past its deadline is tsrTimeout
+ * naming what was waited for. Calls started once it has begun are refused (tsrInvalidUsage), and
+ * so is a finalize while this thread's open group holds calls of the communicator (end the group
+ * first). Afterwards only tsrCommDestroy is allowed. */
 TSR_API tsrResult_t tsrCommFinalize(tsrComm_t comm);
 /* Local: releases this rank (call tsrCommFinalize first for an orderly end). The handle is dead
  * afterwards: any use returns tsrInvalidUsage. */
@@ -299,6 +312,44 @@ TSR_API tsrResult_t tsrGemmAllReduce(const void* A, const void* B, const void* b
                                      size_t M, size_t N, size_t K, tsrDataType_t intype,
                                      tsrDataType_t outtype, int flags, tsrComm_t comm,
                                      tsrStream_t stream);
+/* The same calls described by one struct instead of thirteen positional arguments (the
+ * positional functions above fill one and run through the same path). Initialize it with
+ * TSR_FUSED_DESC_INITIALIZER, which sets size and version, so a library newer than the header
+ * knows which fields the caller has; then set op, the buffers, the shape, the types and flags:
+ *   op          which of the three calls
+ *   A, B, bias, C, gatheredA   as the call of `op` (bias and gatheredA may be NULL; gatheredA is
+ *               for tsrFusedAllGatherGemm only)
+ *   M, N, K     the shape, as the call of `op` says (row-major, dense: no leading dimensions)
+ *   intype, outtype, flags     as the positional calls
+ * A NULL desc, a size or version this library does not know, an unknown op or flag bit, or a bad
+ * shape fails with tsrInvalidArgument and a sentence naming the field. */
+#define TSR_FUSED_DESC_VERSION 1u
+typedef struct {
+  size_t size;          /* sizeof(tsrFusedDesc_t) */
+  unsigned int version; /* TSR_FUSED_DESC_VERSION */
+  tsrFusedOp_t op;
+  const void* A;
+  const void* B;
+  const void* bias;
+  void* C;
+  void* gatheredA;
+  size_t M;
+  size_t N;
+  size_t K;
+  tsrDataType_t intype;
+  tsrDataType_t outtype;
+  int flags;
+} tsrFusedDesc_t;
+#define TSR_FUSED_DESC_INITIALIZER                                                               \
+  {                                                                                              \
+    sizeof(tsrFusedDesc_t), TSR_FUSED_DESC_VERSION, tsrFusedGemmReduceScatter, NULL, NULL, NULL, \
+        NULL, NULL, 0, 0, 0, tsrFloat16, tsrFloat32, TSR_FUSED_DEFAULT                           \
+  }
+TSR_API tsrResult_t tsrFusedGemm(const tsrFusedDesc_t* desc, tsrComm_t comm, tsrStream_t stream);
+/* tsrFusedWorkspaceSize for a descriptor (its buffers are not read). */
+TSR_API tsrResult_t tsrFusedGemmWorkspaceSize(const tsrFusedDesc_t* desc, int onDevice,
+                                              tsrComm_t comm, size_t* bytes);
+
 /* Workspace bytes one rank needs for the call (onDevice: 1 for device buffers, 0 for host). */
 TSR_API tsrResult_t tsrFusedWorkspaceSize(tsrFusedOp_t op, size_t M, size_t N, size_t K,
                                           tsrDataType_t intype, tsrDataType_t outtype, int flags,

@@ -12,7 +12,8 @@
 
 namespace tessera {
 
-class CommImpl;  // internal (src/comm)
+class CommImpl;     // internal (src/comm): the rank itself
+struct CommAccess;  // internal (src/comm/comm_access.hpp): the library's own way in
 
 class TSR_API Communicator {
  public:
@@ -39,8 +40,9 @@ class TSR_API Communicator {
   tsrResult_t shrink(const std::vector<int>& excluded, const tsrConfig_t* config, int flags,
                      std::unique_ptr<Communicator>* out);
 
-  // Collective: completes outstanding work and waits for every rank (within the bootstrap
-  // deadline); the communicator can then only be destroyed.
+  // Collective: completes this rank's outstanding work (calls running on other threads, device
+  // calls enqueued on streams) and waits for every rank, each within its deadline (tessera.h,
+  // tsrCommFinalize); the communicator can then only be destroyed.
   tsrResult_t finalize();
   // Stops at once: wakes every blocked operation of this rank, which then fails.
   tsrResult_t abort();
@@ -94,11 +96,10 @@ class TSR_API Communicator {
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
-  // Internal access for the rest of the library.
-  CommImpl* impl() const { return impl_.get(); }
-  explicit Communicator(std::shared_ptr<CommImpl> impl);
-
  private:
+  // Opaque to users: only the library reaches the implementation (CommAccess).
+  friend struct CommAccess;
+  explicit Communicator(std::shared_ptr<CommImpl> impl);
   std::shared_ptr<CommImpl> impl_;
 };
 
@@ -121,10 +122,9 @@ class TSR_API FusedGemm {
   FusedGemm(const FusedGemm&) = delete;
   FusedGemm& operator=(const FusedGemm&) = delete;
 
-  struct Impl;  // internal (src/comm)
-  explicit FusedGemm(std::unique_ptr<Impl> impl);
-
  private:
+  struct Impl;  // internal (src/comm/fused.cpp)
+  explicit FusedGemm(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "comm/api_guard.hpp"
+#include "comm/comm_access.hpp"
 #include "comm/comm_impl.hpp"
 #include "comm/fused_api.hpp"
 #include "comm/group.hpp"
@@ -20,14 +21,14 @@ constexpr tessera::Subsys kLogSubsys = tessera::Subsys::kComm;
 #define TSR_LOOKUP(h, api, var)                       \
   std::shared_ptr<Communicator> var;                  \
   TSR_CHECK(tessera::handleLookup((h), (api), &var)); \
-  tessera::ScopedRank tsr_scoped_rank_(var->impl()->rank())
+  tessera::ScopedRank tsr_scoped_rank_(tessera::commImpl(*var)->rank())
 
 // The same for collective and point-to-point calls: inside a group, a bad handle also fails
 // tsrGroupEnd.
 #define TSR_LOOKUP_CALL(h, api, var)                                          \
   std::shared_ptr<Communicator> var;                                          \
   TSR_CHECK(tessera::noteCallError(tessera::handleLookup((h), (api), &var))); \
-  tessera::ScopedRank tsr_scoped_rank_(var->impl()->rank())
+  tessera::ScopedRank tsr_scoped_rank_(tessera::commImpl(*var)->rank())
 
 }  // namespace
 
@@ -297,14 +298,31 @@ TSR_API tsrResult_t tsrMemFree(void* ptr) {
   return guarded("tsrMemFree", [&]() -> tsrResult_t { return Communicator::memFree(ptr); });
 }
 
+TSR_API tsrResult_t tsrFusedGemm(const tsrFusedDesc_t* desc, tsrComm_t comm, tsrStream_t stream) {
+  return guarded("tsrFusedGemm", [&]() -> tsrResult_t {
+    TSR_LOOKUP_CALL(comm, "tsrFusedGemm", c);
+    return tessera::fusedApiCall(*c, "tsrFusedGemm", desc, stream);
+  });
+}
+
+TSR_API tsrResult_t tsrFusedGemmWorkspaceSize(const tsrFusedDesc_t* desc, int onDevice,
+                                              tsrComm_t comm, size_t* bytes) {
+  return guarded("tsrFusedGemmWorkspaceSize", [&]() -> tsrResult_t {
+    TSR_LOOKUP(comm, "tsrFusedGemmWorkspaceSize", c);
+    return tessera::fusedApiWorkspaceSize(*c, "tsrFusedGemmWorkspaceSize", desc, onDevice, bytes);
+  });
+}
+
+// The positional forms: a descriptor, then the same path.
 TSR_API tsrResult_t tsrGemmReduceScatter(const void* A, const void* B, const void* bias, void* C,
                                          size_t M, size_t N, size_t K, tsrDataType_t intype,
                                          tsrDataType_t outtype, int flags, tsrComm_t comm,
                                          tsrStream_t stream) {
   return guarded("tsrGemmReduceScatter", [&]() -> tsrResult_t {
     TSR_LOOKUP_CALL(comm, "tsrGemmReduceScatter", c);
-    return tessera::fusedApiCall(*c, "tsrGemmReduceScatter", tsrFusedGemmReduceScatter, A, B, bias,
-                                 C, nullptr, M, N, K, intype, outtype, flags, stream);
+    const tsrFusedDesc_t d = tessera::fusedDesc(tsrFusedGemmReduceScatter, A, B, bias, C, nullptr,
+                                                M, N, K, intype, outtype, flags);
+    return tessera::fusedApiCall(*c, "tsrGemmReduceScatter", &d, stream);
   });
 }
 
@@ -314,8 +332,9 @@ TSR_API tsrResult_t tsrAllGatherGemm(const void* A, const void* B, const void* b
                                      tsrComm_t comm, tsrStream_t stream) {
   return guarded("tsrAllGatherGemm", [&]() -> tsrResult_t {
     TSR_LOOKUP_CALL(comm, "tsrAllGatherGemm", c);
-    return tessera::fusedApiCall(*c, "tsrAllGatherGemm", tsrFusedAllGatherGemm, A, B, bias, C,
-                                 gatheredA, M, N, K, intype, outtype, flags, stream);
+    const tsrFusedDesc_t d = tessera::fusedDesc(tsrFusedAllGatherGemm, A, B, bias, C, gatheredA, M,
+                                                N, K, intype, outtype, flags);
+    return tessera::fusedApiCall(*c, "tsrAllGatherGemm", &d, stream);
   });
 }
 
@@ -325,8 +344,9 @@ TSR_API tsrResult_t tsrGemmAllReduce(const void* A, const void* B, const void* b
                                      tsrStream_t stream) {
   return guarded("tsrGemmAllReduce", [&]() -> tsrResult_t {
     TSR_LOOKUP_CALL(comm, "tsrGemmAllReduce", c);
-    return tessera::fusedApiCall(*c, "tsrGemmAllReduce", tsrFusedGemmAllReduce, A, B, bias, C,
-                                 nullptr, M, N, K, intype, outtype, flags, stream);
+    const tsrFusedDesc_t d = tessera::fusedDesc(tsrFusedGemmAllReduce, A, B, bias, C, nullptr, M, N,
+                                                K, intype, outtype, flags);
+    return tessera::fusedApiCall(*c, "tsrGemmAllReduce", &d, stream);
   });
 }
 
@@ -337,7 +357,9 @@ TSR_API tsrResult_t tsrFusedWorkspaceSize(tsrFusedOp_t op, size_t M, size_t N, s
     if (bytes == nullptr)
       return TSR_FAIL(tsrInvalidArgument, "tsrFusedWorkspaceSize: bytes is NULL");
     TSR_LOOKUP(comm, "tsrFusedWorkspaceSize", c);
-    return tessera::fusedApiWorkspaceSize(*c, op, M, N, K, intype, outtype, flags, onDevice, bytes);
+    const tsrFusedDesc_t d = tessera::fusedDesc(op, nullptr, nullptr, nullptr, nullptr, nullptr, M,
+                                                N, K, intype, outtype, flags);
+    return tessera::fusedApiWorkspaceSize(*c, "tsrFusedWorkspaceSize", &d, onDevice, bytes);
   });
 }
 

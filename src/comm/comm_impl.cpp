@@ -3,11 +3,15 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "collectives/exec/engine.hpp"  // complete type for engine_'s destructor
+#include "comm/group.hpp"
 #include "core/cuda_driver.hpp"
 #include "core/datatype.hpp"
+#include "core/env.hpp"
 #include "core/hash.hpp"
 #include "fused/fused.hpp"  // complete types for the fused executors' destructors
 
@@ -246,16 +250,75 @@ Result CommImpl::transports(TransportContext** out) {
   return tsrSuccess;
 }
 
-Result CommImpl::finalize() {
-  TSR_CHECK(checkReady("tsrCommFinalize"));
-  // No rank tears down its endpoints while a peer may still use them.
-  Result r = bootstrap_->barrier();
-  state_.store(State::kFinalized);
-  if (r != tsrSuccess) {
-    asyncError_.store(r);
-    return addContext(r, "tsrCommFinalize");
+Result CommImpl::beginWork(const char* api) {
+  inFlight_.fetch_add(1);
+  if (finalizing_.load()) {
+    endWork();
+    return TSR_FAIL(tsrInvalidUsage,
+                    "%s: tsrCommFinalize has begun on this communicator; no call may start after "
+                    "it (only tsrCommDestroy may follow)",
+                    api);
   }
   return tsrSuccess;
+}
+
+void CommImpl::endWork() { inFlight_.fetch_sub(1); }
+
+double CommImpl::drainTimeoutSeconds() const {
+  // A call gives up after the transports' deadline; wait a little longer, so that its own
+  // failure (which names the operation and the peer) comes first.
+  double seconds = callTimeout_.load();
+  if (seconds <= 0) seconds = config_.timeoutSeconds;
+  if (seconds <= 0 && envDouble("TESSERA_TRANSPORT_TIMEOUT", &seconds) != tsrSuccess) {
+    clearLastError();
+    seconds = 300;
+  }
+  return seconds * 1.25 + 0.5;
+}
+
+Result CommImpl::drain() {
+  // Calls still running on other threads of this rank (host calls return when their result is
+  // in place; a device call once enqueued).
+  const double timeout = drainTimeoutSeconds();
+  auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&t0] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  for (int pending; (pending = inFlight_.load()) > 0;) {
+    if (elapsed() > timeout)
+      return TSR_FAIL(tsrTimeout,
+                      "tsrCommFinalize: rank %d: %d call%s of this communicator still running on "
+                      "other threads after %.3g s (waiting for them to complete)",
+                      rank(), pending, pending == 1 ? " is" : "s are", timeout);
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  // Collectives and send/recv groups on device buffers, ordered on their streams: every one this
+  // rank enqueued must have completed (the device executor's own deadline bounds the wait).
+  if (CollectiveEngine* engine = enginePublished_.load(std::memory_order_acquire)) {
+    Result r = engine->deviceSynchronize();
+    if (r != tsrSuccess)
+      return addContext(r, "tsrCommFinalize: rank %d: waiting for its device collectives", rank());
+  }
+  return tsrSuccess;
+}
+
+Result CommImpl::finalize() {
+  TSR_CHECK(checkReady("tsrCommFinalize"));
+  if (groupHasCallsOf(this))
+    return TSR_FAIL(tsrInvalidUsage,
+                    "tsrCommFinalize: calls of this communicator are queued in the group open on "
+                    "this thread; end the group (tsrGroupEnd) before finalizing");
+  bool expected = false;
+  if (!finalizing_.compare_exchange_strong(expected, true))
+    return TSR_FAIL(tsrInvalidUsage,
+                    "tsrCommFinalize: another thread is already finalizing this communicator");
+  Result r = drain();
+  // No rank tears down its endpoints while a peer may still use them.
+  if (r == tsrSuccess && (r = bootstrap_->barrier()) != tsrSuccess)
+    addContext(r, "tsrCommFinalize: rank %d: waiting for every rank to finalize", rank());
+  state_.store(State::kFinalized);
+  if (r != tsrSuccess) asyncError_.store(r);
+  return r;
 }
 
 Result CommImpl::asyncError() const {

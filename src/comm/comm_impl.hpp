@@ -61,8 +61,35 @@ class CommImpl {
   // failure; this communicator is then only fit for tsrCommDestroy.
   Result shrink(const std::vector<int>& excluded, const tsrConfig_t* config, int flags,
                 std::shared_ptr<CommImpl>* out);
+  // Completes this rank's outstanding work (calls running on other threads, then the device
+  // executor's stream-ordered calls), each within a deadline a little beyond the calls' own
+  // (tsrTimeout naming what was waited for), and then waits for every rank (bootstrap barrier).
+  // Calls started once it has begun are refused.
   Result finalize();
   void abort();
+
+  // A call of this rank runs between beginWork() and endWork() (group.cpp, fused.cpp), so that
+  // finalize() can wait for it. beginWork fails (tsrInvalidUsage, naming `api`) once finalize()
+  // has begun.
+  Result beginWork(const char* api);
+  void endWork();
+  class WorkScope {
+   public:
+    WorkScope() = default;
+    WorkScope(const WorkScope&) = delete;
+    WorkScope& operator=(const WorkScope&) = delete;
+    ~WorkScope() {
+      if (comm_ != nullptr) comm_->endWork();
+    }
+    Result enter(CommImpl* comm, const char* api) {
+      TSR_CHECK(comm->beginWork(api));
+      comm_ = comm;
+      return tsrSuccess;
+    }
+
+   private:
+    CommImpl* comm_ = nullptr;
+  };
   // The communicator's state error, or else the device executor's first failure (a call on device
   // buffers that timed out or was aborted on its stream).
   Result asyncError() const;
@@ -124,6 +151,9 @@ class CommImpl {
   // Executors and transports stop and the state becomes aborted; the bootstrap too when
   // bootstrapToo (abort()), not for a shrink, which still needs it.
   void abortWork(bool bootstrapToo);
+  // finalize()'s first half: this rank's outstanding work, complete or tsrTimeout.
+  Result drain();
+  double drainTimeoutSeconds() const;
   Result bindDevice();
 
   // Written once by the init thread, read by any thread (the C API logs with the rank).
@@ -140,6 +170,10 @@ class CommImpl {
   int localRanks_ = 1;
 
   std::atomic<State> state_{State::kInitializing};
+  // Calls between beginWork and endWork; finalize sets finalizing_ and then waits for zero
+  // (both sequentially consistent, so a call either sees the flag or is counted).
+  std::atomic<int> inFlight_{0};
+  std::atomic<bool> finalizing_{false};
   std::atomic<Result> asyncError_{tsrInProgress};
   std::atomic<bool> abortFlag_{false};
   std::thread initThread_;

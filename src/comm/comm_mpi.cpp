@@ -1,6 +1,7 @@
 // tsrCommInitMpi: a communicator whose bootstrap is an MPI communicator.
 #include "bootstrap/mpi_bootstrap.hpp"
 #include "comm/api_guard.hpp"
+#include "comm/comm_access.hpp"
 #include "comm/comm_impl.hpp"
 #include "comm/handles.hpp"
 #include "core/env.hpp"
@@ -30,7 +31,7 @@ tsrResult_t initMpi(tsrComm_t* comm, MPI_Comm mpiComm, tsrConfig_t* config) {
   std::shared_ptr<CommImpl> impl;
   Result r = CommImpl::createWith(std::move(boot), cfg, &impl);
   if (r != tsrSuccess && r != tsrInProgress) return r;
-  *comm = handleRegister(std::make_unique<Communicator>(std::move(impl)));
+  *comm = handleRegister(CommAccess::wrap(std::move(impl)));
   return r;
 }
 }  // namespace

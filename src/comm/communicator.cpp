@@ -4,6 +4,7 @@
 #include "bootstrap/inproc_bootstrap.hpp"
 #include "bootstrap/tcp_bootstrap.hpp"
 #include "bootstrap/unique_id.hpp"
+#include "comm/comm_access.hpp"
 #include "comm/comm_impl.hpp"
 #include "core/cuda_driver.hpp"
 #include "core/env.hpp"
@@ -55,7 +56,7 @@ tsrResult_t Communicator::initRank(int nranks, const tsrUniqueId& id, int rank,
   std::shared_ptr<CommImpl> impl;
   Result r = CommImpl::create(rank, nranks, cfg, factory, &impl);
   if (r != tsrSuccess && r != tsrInProgress) return r;
-  *out = std::make_unique<Communicator>(std::move(impl));
+  *out = CommAccess::wrap(std::move(impl));
   return r;
 }
 
@@ -121,7 +122,7 @@ tsrResult_t Communicator::initAll(int ndev, const int* devlist,
     }
   }
   out->clear();
-  for (auto& impl : impls) out->push_back(std::make_unique<Communicator>(std::move(impl)));
+  for (auto& impl : impls) out->push_back(CommAccess::wrap(std::move(impl)));
   return tsrSuccess;
 }
 
@@ -133,7 +134,7 @@ tsrResult_t Communicator::split(int color, int key, const tsrConfig_t* config,
   std::shared_ptr<CommImpl> child;
   Result r = impl_->split(color, key, config, &child);
   if (r != tsrSuccess && r != tsrInProgress) return r;
-  if (child != nullptr) *out = std::make_unique<Communicator>(std::move(child));
+  if (child != nullptr) *out = CommAccess::wrap(std::move(child));
   return r;
 }
 
@@ -145,7 +146,7 @@ tsrResult_t Communicator::shrink(const std::vector<int>& excluded, const tsrConf
   std::shared_ptr<CommImpl> child;
   Result r = impl_->shrink(excluded, config, flags, &child);
   if (r != tsrSuccess && r != tsrInProgress) return r;
-  if (child != nullptr) *out = std::make_unique<Communicator>(std::move(child));
+  if (child != nullptr) *out = CommAccess::wrap(std::move(child));
   return r;
 }
 

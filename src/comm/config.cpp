@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/env.hpp"
+#include "transport/transport.hpp"
 
 namespace tessera {
 namespace {
@@ -64,11 +65,24 @@ Result resolveConfig(const tsrConfig_t* user, const CommConfig* inherit, CommCon
     return TSR_FAIL(tsrInvalidArgument, "minCTAs (%d) is larger than maxCTAs (%d)", out->minCTAs,
                     out->maxCTAs);
   out->blocking = blocking != 0;
-  out->splitShare = splitShare != 0;
+  // A split child always gets resources of its own: accepting 1 would promise a sharing that
+  // never happens.
+  if (splitShare != 0)
+    return TSR_FAIL(tsrInvalidArgument,
+                    "tsrConfig_t.splitShare = 1 (or TESSERA_SPLIT_SHARE=1) is not supported: a "
+                    "split child never shares its parent's resources in this version; pass 0 or "
+                    "leave it undefined");
+  out->splitShare = false;
 
   if (c->cgaClusterSize != TSR_CONFIG_UNDEF_INT) {
     if (c->cgaClusterSize < 0 || c->cgaClusterSize > 8)
       return TSR_FAIL(tsrInvalidArgument, "tsrConfig_t.cgaClusterSize = %d is out of range [0, 8]",
+                      c->cgaClusterSize);
+    // The kernels launch without thread-block clusters; a cluster of one CTA is the same thing.
+    if (c->cgaClusterSize > 1)
+      return TSR_FAIL(tsrInvalidArgument,
+                      "tsrConfig_t.cgaClusterSize = %d is not supported: tessera's kernels launch "
+                      "without thread-block clusters (pass 0 or 1, or leave it undefined)",
                       c->cgaClusterSize);
     out->cgaClusterSize = c->cgaClusterSize;
   } else {
@@ -76,14 +90,18 @@ Result resolveConfig(const tsrConfig_t* user, const CommConfig* inherit, CommCon
   }
 
   if (c->netName != nullptr) {
-    // Only the socket network exists in this version; a UCX network comes with the transport
-    // layer, and naming it before then must not silently fall back to sockets.
-    if (strcasecmp(c->netName, "Socket") != 0)
+    // Ranks on different hosts always talk over the ucx transport, so "UCX" is the one network
+    // a caller can name truthfully; anything else (NCCL's "Socket" or "IB" included) must not
+    // silently run over UCX instead.
+    std::string whyNot;
+    const bool haveUcx = transportBuilt(TransportKind::kUcx, &whyNot);
+    if (strcasecmp(c->netName, "UCX") != 0 || !haveUcx)
       return TSR_FAIL(tsrInvalidArgument,
-                      "tsrConfig_t.netName = \"%s\" is not a network this build has (only "
-                      "\"Socket\")",
-                      c->netName);
-    out->netName = c->netName;
+                      "tsrConfig_t.netName = \"%s\" is not a network this build has: ranks on "
+                      "different hosts use the ucx transport (%s%s); leave netName NULL%s",
+                      c->netName, haveUcx ? "built in" : "not built: ", whyNot.c_str(),
+                      haveUcx ? " or name \"UCX\"" : "");
+    out->netName = "UCX";
   } else {
     out->netName = base.netName;
   }

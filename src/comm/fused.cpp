@@ -9,6 +9,7 @@
 
 #include "comm/api_guard.hpp"
 #include "comm/buffer_place.hpp"
+#include "comm/comm_access.hpp"
 #include "comm/comm_impl.hpp"
 #include "comm/fused_api.hpp"
 #include "comm/group.hpp"
@@ -183,11 +184,13 @@ Result makeDevice(CommImpl& comm, const char* api,
 }
 
 Result issue(Communicator& comm, const FusedRequest& q, tsrStream_t stream) {
-  CommImpl& impl = *comm.impl();
+  CommImpl& impl = *commImpl(comm);
   ScopedRank scoped(impl.rank());
   fused::FusedCall call;
   bool onDevice = false;
   Result r = checkRequest(impl, q, &call, &onDevice);
+  CommImpl::WorkScope work;  // tsrCommFinalize waits for the call
+  if (r == tsrSuccess) r = work.enter(&impl, q.api);
   if (r == tsrSuccess) {
     if (onDevice) {
       fused::DeviceFusedExecutor* exec = nullptr;
@@ -230,28 +233,71 @@ Result CommImpl::fusedDevice(fused::DeviceFusedExecutor** out) {
 }
 
 // Entry points of the C API (fused_api.hpp).
-Result fusedApiCall(Communicator& comm, const char* api, tsrFusedOp_t op, const void* a,
-                    const void* b, const void* bias, void* c, void* gatheredA, size_t m, size_t n,
-                    size_t k, tsrDataType_t inType, tsrDataType_t outType, int flags,
-                    tsrStream_t stream) {
-  return issue(comm, {api, op, a, b, bias, c, gatheredA, m, n, k, inType, outType, flags}, stream);
+namespace {
+
+// The request a descriptor describes, once its size and version are known.
+Result fromDesc(const char* api, const tsrFusedDesc_t* desc, FusedRequest* q) {
+  if (desc == nullptr) return TSR_FAIL(tsrInvalidArgument, "%s: desc is NULL", api);
+  // Every field up to flags is version 1's; a larger struct comes from a newer header whose
+  // extra fields this library cannot honour, so it is refused rather than half read.
+  if (desc->size != sizeof(tsrFusedDesc_t))
+    return TSR_FAIL(tsrInvalidArgument,
+                    "%s: desc->size = %zu, but this library's tsrFusedDesc_t has %zu bytes: "
+                    "initialize it with TSR_FUSED_DESC_INITIALIZER",
+                    api, desc->size, sizeof(tsrFusedDesc_t));
+  if (desc->version != TSR_FUSED_DESC_VERSION)
+    return TSR_FAIL(tsrInvalidArgument,
+                    "%s: desc->version = %u, this library knows version %u: initialize it with "
+                    "TSR_FUSED_DESC_INITIALIZER",
+                    api, desc->version, TSR_FUSED_DESC_VERSION);
+  *q = {api,     desc->op, desc->A, desc->B,      desc->bias,    desc->C,    desc->gatheredA,
+        desc->M, desc->N,  desc->K, desc->intype, desc->outtype, desc->flags};
+  return tsrSuccess;
 }
 
-Result fusedApiWorkspaceSize(Communicator& comm, tsrFusedOp_t op, size_t m, size_t n, size_t k,
-                             tsrDataType_t inType, tsrDataType_t outType, int flags, int onDevice,
-                             size_t* bytes) {
-  constexpr const char* kApi = "tsrFusedWorkspaceSize";
-  CommImpl& impl = *comm.impl();
+}  // namespace
+
+tsrFusedDesc_t fusedDesc(tsrFusedOp_t op, const void* a, const void* b, const void* bias, void* c,
+                         void* gatheredA, size_t m, size_t n, size_t k, tsrDataType_t inType,
+                         tsrDataType_t outType, int flags) {
+  tsrFusedDesc_t d = TSR_FUSED_DESC_INITIALIZER;
+  d.op = op;
+  d.A = a;
+  d.B = b;
+  d.bias = bias;
+  d.C = c;
+  d.gatheredA = gatheredA;
+  d.M = m;
+  d.N = n;
+  d.K = k;
+  d.intype = inType;
+  d.outtype = outType;
+  d.flags = flags;
+  return d;
+}
+
+Result fusedApiCall(Communicator& comm, const char* api, const tsrFusedDesc_t* desc,
+                    tsrStream_t stream) {
+  FusedRequest q{};
+  Result r = fromDesc(api, desc, &q);
+  if (r != tsrSuccess) return noteCallError(r);
+  return issue(comm, q, stream);
+}
+
+Result fusedApiWorkspaceSize(Communicator& comm, const char* api, const tsrFusedDesc_t* desc,
+                             int onDevice, size_t* bytes) {
+  CommImpl& impl = *commImpl(comm);
   ScopedRank scoped(impl.rank());
-  TSR_CHECK(impl.checkReady(kApi));
+  if (bytes == nullptr) return TSR_FAIL(tsrInvalidArgument, "%s: bytes is NULL", api);
+  FusedRequest q{};
+  TSR_CHECK(fromDesc(api, desc, &q));
+  TSR_CHECK(impl.checkReady(api));
   if (onDevice != 0 && onDevice != 1)
     return TSR_FAIL(tsrInvalidArgument, "%s: onDevice is %d (1: device buffers, 0: host buffers)",
-                    kApi, onDevice);
+                    api, onDevice);
   fused::FusedCall call;
-  TSR_CHECK(toCall(
-      {kApi, op, nullptr, nullptr, nullptr, nullptr, nullptr, m, n, k, inType, outType, flags},
-      &call));
-  TSR_CHECK(checkShape(call, impl.nranks(), onDevice != 0, kApi));
+  TSR_CHECK(toCall(q, &call));
+  TSR_CHECK(checkShape(call, impl.nranks(), onDevice != 0, api));
   const fused::TileConfig cfg = onDevice ? fused::deviceTileConfig() : fused::hostTileConfig();
   *bytes = static_cast<size_t>(fused::workspaceBytes(call, impl.nranks(), cfg, onDevice == 0));
   return tsrSuccess;
@@ -275,7 +321,7 @@ tsrResult_t FusedGemm::create(Communicator& comm, tsrFusedOp_t op, size_t maxM, 
                               bool onDevice, std::unique_ptr<FusedGemm>* out) {
   constexpr const char* kApi = "FusedGemm::create";
   return guarded(kApi, [&]() -> Result {
-    CommImpl& impl = *comm.impl();
+    CommImpl& impl = *commImpl(comm);
     ScopedRank scoped(impl.rank());
     if (out == nullptr) return TSR_FAIL(tsrInvalidArgument, "%s: out is NULL", kApi);
     out->reset();
@@ -299,7 +345,7 @@ tsrResult_t FusedGemm::create(Communicator& comm, tsrFusedOp_t op, size_t maxM, 
       TSR_CHECK(makeHost(impl, &p->host));
       TSR_CHECK(p->host->reserve(call));
     }
-    *out = std::make_unique<FusedGemm>(std::move(p));
+    *out = std::unique_ptr<FusedGemm>(new FusedGemm(std::move(p)));
     return tsrSuccess;
   });
 }
@@ -331,6 +377,8 @@ tsrResult_t FusedGemm::run(const void* A, const void* B, const void* bias, void*
       r = TSR_FAIL(tsrInvalidUsage,
                    "%s: the buffers are %s memory, but this FusedGemm was created for %s buffers",
                    q.api, onDevice ? "device" : "host", p.onDevice ? "device" : "host");
+    CommImpl::WorkScope work;  // tsrCommFinalize waits for the call
+    if (r == tsrSuccess) r = work.enter(p.comm, q.api);
     if (r == tsrSuccess) r = onDevice ? p.device->enqueue(call, stream) : p.host->run(call);
     return r == tsrSuccess ? r : noteCallError(r);
   });

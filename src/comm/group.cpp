@@ -101,6 +101,11 @@ Result runCalls(std::vector<PendingCall>& calls) {
       it->devP2p.push_back(c.p2p);
     }
   }
+  // Every communicator of the group is busy until its operations are done (tsrCommFinalize
+  // waits for them).
+  std::vector<CommImpl::WorkScope> work(batches.size());
+  for (size_t i = 0; i < batches.size(); ++i)
+    TSR_CHECK(work[i].enter(batches[i].comm.get(), "tsrGroupEnd"));
   if (batches.size() == 1) {
     startBatchCatching(batches[0]);
     if (batches[0].result != tsrSuccess) return batches[0].result;  // this thread's error already
@@ -153,6 +158,11 @@ Result closeGroup(const char* api, std::vector<PendingCall>* calls) {
 
 bool inGroup() { return tGroup.depth > 0; }
 
+bool groupHasCallsOf(const CommImpl* comm) {
+  return std::any_of(tGroup.calls.begin(), tGroup.calls.end(),
+                     [comm](const PendingCall& c) { return c.comm.get() == comm; });
+}
+
 Result submitCall(PendingCall call) {
   if (tGroup.depth > 0) {
     tGroup.calls.push_back(std::move(call));
@@ -161,6 +171,8 @@ Result submitCall(PendingCall call) {
   if (!call.isP2P || call.onDevice) {
     // The common case, one collective outside a group, without the batching containers: it is
     // most of a small call's host overhead. A send or receive on device buffers is enqueued.
+    CommImpl::WorkScope work;
+    TSR_CHECK(work.enter(call.comm.get(), "the call"));
     CollectiveEngine* engine = nullptr;
     TSR_CHECK(call.comm->collectives(&engine));
     if (call.isP2P) return engine->enqueueP2P({call.p2p}, call.stream);

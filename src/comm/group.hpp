@@ -38,6 +38,8 @@ struct PendingCall {
 
 // True when the calling thread is inside tsrGroupStart / tsrGroupEnd.
 bool inGroup();
+// True when the calling thread's open group holds a queued call of `comm`.
+bool groupHasCallsOf(const CommImpl* comm);
 // Inside a group: queues the call; outside: runs it to completion.
 Result submitCall(PendingCall call);
 // A call failed its checks: inside a group the error is remembered so that tsrGroupEnd fails

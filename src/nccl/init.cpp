@@ -44,6 +44,26 @@ bool envBlocking() {
   return v == nullptr || *v == '\0' || std::strcmp(v, "0") != 0;
 }
 
+// A value set in the environment and not "0".
+bool envSet(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+
+bool envSplitShare() {
+  return envSet("TESSERA_SPLIT_SHARE") || envSet("NCCL_COMM_SPLIT_SHARE_RESOURCES");
+}
+
+std::once_flag splitShareOnce, cgaOnce;
+
+// A hint of NCCL's that tessera does not honour: dropped, said once per process.
+void dropHint(std::once_flag* once, const char* api, const char* field, int value,
+              const char* why) {
+  std::call_once(*once, [&] {
+    warn("%s: config %s = %d is not honoured and is ignored: %s", api, field, value, why);
+  });
+}
+
 // Does `user`'s layout hold the field ending at `end`? (NCCL copies min(size, sizeof) bytes.)
 #define HAS_FIELD(cfg, field) \
   ((cfg)->size >= offsetof(ncclConfig_t, field) + sizeof(((ncclConfig_t*)nullptr)->field))
@@ -54,6 +74,13 @@ ncclResult_t readConfig(const ncclConfig_t* user, const char* api, tsrConfig_t* 
                         bool* blocking) {
   tsrConfig_t cfg = TSR_CONFIG_INITIALIZER;
   cfg.device = TSR_DEVICE_CURRENT;
+  // NCCL treats these as hints, so the drop-in never passes them on (tessera itself refuses
+  // what it does not honour): set here, tessera's TESSERA_SPLIT_SHARE is not read either.
+  cfg.splitShare = 0;
+  cfg.cgaClusterSize = TSR_CONFIG_UNDEF_INT;
+  if (envSplitShare())
+    dropHint(&splitShareOnce, api, "NCCL_COMM_SPLIT_SHARE_RESOURCES / TESSERA_SPLIT_SHARE", 1,
+             "a split child never shares its parent's resources in tessera");
   *blocking = envBlocking();
   if (user != nullptr) {
     if (user->magic != kConfigMagic)
@@ -80,11 +107,18 @@ ncclResult_t readConfig(const ncclConfig_t* user, const char* api, tsrConfig_t* 
       *blocking = c.blocking != 0;
       cfg.blocking = c.blocking;
     }
-    if (HAS_FIELD(user, cgaClusterSize)) cfg.cgaClusterSize = c.cgaClusterSize;
+    if (HAS_FIELD(user, cgaClusterSize) && c.cgaClusterSize != NCCL_CONFIG_UNDEF_INT &&
+        c.cgaClusterSize > 1)
+      dropHint(&cgaOnce, api, "cgaClusterSize", c.cgaClusterSize,
+               "tessera's kernels launch without thread-block clusters");
     if (HAS_FIELD(user, minCTAs)) cfg.minCTAs = c.minCTAs;
     if (HAS_FIELD(user, maxCTAs)) cfg.maxCTAs = c.maxCTAs;
+    // A network name is a demand, not a hint: one tessera does not have fails the init, as
+    // NCCL's does.
     if (HAS_FIELD(user, netName)) cfg.netName = c.netName;
-    if (HAS_FIELD(user, splitShare)) cfg.splitShare = c.splitShare;
+    if (HAS_FIELD(user, splitShare) && c.splitShare != NCCL_CONFIG_UNDEF_INT && c.splitShare != 0)
+      dropHint(&splitShareOnce, api, "splitShare", c.splitShare,
+               "a split child never shares its parent's resources in tessera");
     // Fields with no tessera counterpart: accepted, and said so where the user set them.
     struct Ignored {
       const char* name;

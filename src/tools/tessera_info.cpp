@@ -35,8 +35,14 @@ void printVersion() {
                                             : "no");
   std::printf("  MPI             %s\n",
               TESSERA_HAVE_MPI ? "yes (MPI " TESSERA_MPI_VERSION ")" : "no");
+  // The ucx transport is compiled in exactly when UCX was found; it then carries every pair of
+  // ranks on different hosts and can be forced for any pair with TESSERA_TRANSPORT=ucx.
   std::printf("  UCX             %s\n",
-              TESSERA_HAVE_UCX ? "found at build (" TESSERA_UCX_VERSION "), not used yet" : "no");
+              TESSERA_HAVE_UCX ? "yes (" TESSERA_UCX_VERSION
+                                 "): the ucx transport is built in and selectable at run time "
+                                 "(peers on other hosts; TESSERA_TRANSPORT=ucx forces it)"
+                               : "no: the ucx transport is not built in, so it cannot be "
+                                 "selected at run time (ranks on other hosts cannot connect)");
   std::printf("  hwloc           %s\n",
               TESSERA_HAVE_HWLOC ? "yes (" TESSERA_HWLOC_VERSION ")" : "no");
   std::printf("  NVML            %s\n", TESSERA_NVML_ENABLED

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "comm/comm_access.hpp"
 #include "comm/comm_impl.hpp"
 #include "core/cuda_driver.hpp"
 #include "support/harness.hpp"
@@ -24,7 +25,7 @@ TEST(GpuComm, SeveralRanksShareOneGpu) {
     int dev = -1;
     ASSERT_EQ(comms[static_cast<size_t>(r)]->cuDevice(&dev), tsrSuccess);
     EXPECT_EQ(dev, 0);
-    const auto& places = comms[static_cast<size_t>(r)]->impl()->placements();
+    const auto& places = tessera::commImpl(*comms[static_cast<size_t>(r)])->placements();
     for (int p = 0; p < n; ++p) {
       EXPECT_EQ(places[static_cast<size_t>(p)].cudaDevice, 0);
       EXPECT_STREQ(places[static_cast<size_t>(p)].busId, info.busId.c_str());
@@ -64,7 +65,7 @@ TEST(GpuComm, HostOnlyRanksNextToGpuRanks) {
   int dev = 0;
   ASSERT_EQ(comms[1]->cuDevice(&dev), tsrSuccess);
   EXPECT_EQ(dev, TSR_DEVICE_HOST);
-  EXPECT_STREQ(comms[0]->impl()->placements()[1].busId, "");
+  EXPECT_STREQ(tessera::commImpl(*comms[0])->placements()[1].busId, "");
 }
 
 }  // namespace

@@ -9,6 +9,23 @@ mkdir -p "$scratch"
 prefix="$scratch/prefix"
 cmake --install "$build" --prefix "$prefix" >/dev/null
 
+# Every installed header stands on its own with nothing but the installed include folder on the
+# include path (so none reaches into the source tree: src/, transport/, ...). tessera_mpi.h
+# needs mpi.h as well and is left to the MPI consumers.
+cxx="${CXX:-c++}"
+headers=$(cd "$prefix/include" && find tessera -name '*.h' -o -name '*.hpp' | sort)
+[ -n "$headers" ] || { echo "no headers installed under $prefix/include" >&2; exit 1; }
+[ -f "$prefix/include/tessera/device/device.hpp" ] || {
+  echo "the device API (tessera/device/) is not installed" >&2; exit 1; }
+for h in $headers; do
+  [ "$h" = tessera/tessera_mpi.h ] && continue
+  printf '#include "%s"\n#include "%s"\nint main() { return 0; }\n' "$h" "$h" > "$scratch/header.cpp"
+  if ! "$cxx" -std=c++20 -fsyntax-only -I"$prefix/include" "$scratch/header.cpp"; then
+    echo "installed header $h does not compile with only $prefix/include" >&2
+    exit 1
+  fi
+done
+
 # CMake package.
 cmake -S "$src" -B "$scratch/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$scratch/cmake-build" >/dev/null

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/comm_access.hpp"
 #include "comm/comm_impl.hpp"
 #include "comm/handles.hpp"
 #include "mpi/mpi_test_util.hpp"
@@ -271,7 +272,7 @@ TEST(CollMpiHosts, HierarchicalOnTwoEmulatedHosts) {
     std::shared_ptr<tessera::Communicator> c;
     ASSERT_EQ(tessera::handleLookup(comm, "test", &c), tsrSuccess);
     tessera::TransportContext* ctx = nullptr;
-    ASSERT_EQ(c->impl()->transports(&ctx), tsrSuccess) << tsrGetLastError(nullptr);
+    ASSERT_EQ(tessera::commImpl(*c)->transports(&ctx), tsrSuccess) << tsrGetLastError(nullptr);
     for (int p = 0; p < 4; ++p) {
       if (p == worldRank()) continue;
       tessera::TransportKind kind;

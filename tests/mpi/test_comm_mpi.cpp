@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/comm_access.hpp"
 #include "comm/comm_impl.hpp"
 #include "comm/handles.hpp"
 #include "mpi/mpi_test_util.hpp"
@@ -25,7 +26,7 @@ using tessera::test::worldSize;
 tessera::CommImpl* implOf(tsrComm_t comm) {
   std::shared_ptr<tessera::Communicator> c;
   if (tessera::handleLookup(comm, "test", &c) != tsrSuccess) return nullptr;
-  return c->impl();  // the handle table keeps it alive until tsrCommDestroy
+  return tessera::commImpl(*c);  // the handle table keeps it alive until tsrCommDestroy
 }
 
 void expectRankAndCount(tsrComm_t comm, int rank, int count) {

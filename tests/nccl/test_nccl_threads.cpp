@@ -486,6 +486,31 @@ TEST(NcclInit, BadConfigsAreRefused) {
   EXPECT_EQ(ncclCommInitRank(&c, 2, id, 5), ncclInvalidArgument);
 }
 
+// NCCL's hints tessera does not honour (splitShare, cgaClusterSize) are dropped, not errors; a
+// network tessera does not have is an error, as in NCCL.
+TEST(NcclInit, UnhonouredHintsAreDroppedAndAnUnknownNetworkIsRefused) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.splitShare = 1;
+  cfg.cgaClusterSize = 4;
+  ncclComm_t c = nullptr;
+  ASSERT_EQ(ncclCommInitRankConfig(&c, 1, id, 0, &cfg), ncclSuccess) << ncclGetLastError(nullptr);
+  ncclComm_t child = nullptr;
+  ASSERT_EQ(ncclCommSplit(c, 0, 0, &child, &cfg), ncclSuccess) << ncclGetLastError(nullptr);
+  EXPECT_EQ(ncclCommDestroy(child), ncclSuccess);
+  EXPECT_EQ(ncclCommDestroy(c), ncclSuccess);
+
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.netName = "IB";
+  c = nullptr;
+  EXPECT_EQ(ncclCommInitRankConfig(&c, 1, id, 0, &cfg), ncclInvalidArgument);
+  EXPECT_NE(std::string(ncclGetLastError(nullptr)).find("IB"), std::string::npos)
+      << ncclGetLastError(nullptr);
+  EXPECT_EQ(c, nullptr);
+}
+
 // Non-blocking init: ncclInProgress, then completed by polling ncclCommGetAsyncError as PyTorch
 // does; the communicator is refused for calls until then.
 TEST(NcclInit, NonBlockingInitCompletesByPolling) {

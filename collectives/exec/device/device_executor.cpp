@@ -515,13 +515,17 @@ Result DeviceExecutor::enqueue(const CollCall& call, const std::shared_ptr<const
 
 Result DeviceExecutor::synchronize() {
   State& s = *state_;
-  if (emulated()) {
+  // The eager done word is host memory (mapped pinned memory on a GPU), so the host waits for it
+  // on a GPU too (tsrCommFinalize). Launch mode on a GPU posts no ticket: nothing to wait for.
+  {
     auto t0 = std::chrono::steady_clock::now();
     for (uint32_t iter = 0; static_cast<int32_t>(exec::loadAcquire32(s.eagerWord) - s.ticket) < 0;
          ++iter) {
-      // Aborted and the resident CTAs gone: calls posted after they left never complete.
+      // Aborted and the resident CTAs gone: calls posted after they left never complete. On a
+      // GPU the abort alone says so (a trigger still waiting on its stream never runs).
       if ((iter & 63) == 0 && exec::loadAcquire32(s.q.abortFlag) != 0 &&
-          s.threadsDone.load(std::memory_order_acquire) == static_cast<int>(s.threads.size())) {
+          (!emulated() ||
+           s.threadsDone.load(std::memory_order_acquire) == static_cast<int>(s.threads.size()))) {
         TSR_CHECK(error());
         return TSR_FAIL(tsrRemoteError, "rank %d: the device executor was aborted", options_.rank);
       }

@@ -108,7 +108,8 @@ class DeviceExecutor {
   // in increasing peer order; the peers do the same at their matching group). `groupNo`: the
   // engine's group number (error sentences).
   Result enqueueP2P(const std::vector<P2PCall>& calls, uint64_t groupNo, void* stream);
-  // Emulation: waits until every enqueued call completed (tsrTimeout after the timeout).
+  // Waits until every eager call enqueued so far completed (tsrTimeout after the timeout): in the
+  // emulation and in persistent mode on a GPU (launch mode on a GPU: stream order only).
   Result synchronize();
   // The first failure of the executing side (tsrSuccess while none), with its sentence.
   Result error();

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "comm/comm_access.hpp"
 #include "comm/comm_impl.hpp"
 #include "comm/handles.hpp"
 #include "core/datatype.hpp"
@@ -63,7 +64,7 @@ tsrResult_t runCase(tsrComm_t comm, int rank, Case& c, const RankOps& ops) {
 void setAlgorithm(tsrComm_t comm, const std::string& algorithm) {
   std::shared_ptr<Communicator> c;
   if (handleLookup(comm, "setAlgorithm", &c) == tsrSuccess)
-    c->impl()->setCallOverride(algorithm, nullptr);
+    tessera::commImpl(*c)->setCallOverride(algorithm, nullptr);
 }
 
 ThreadComms::ThreadComms(int n) : comms_(static_cast<size_t>(n), nullptr) {

@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "comm/comm_access.hpp"
 #include "comm/comm_impl.hpp"
 #include "tessera/tessera.hpp"
 #include "transport/semaphore.hpp"
@@ -24,10 +25,11 @@ TEST(CommTransports, ThreadRanksConnectOverInprocAndSignal) {
         errors[static_cast<size_t>(r)] = std::string(what) + ": " + lastErrorMessage();
       };
       TransportContext* ctx = nullptr;
-      if (comms[static_cast<size_t>(r)]->impl()->transports(&ctx) != tsrSuccess)
+      if (tessera::commImpl(*comms[static_cast<size_t>(r)])->transports(&ctx) != tsrSuccess)
         return fail("transports");
       TransportContext* again = nullptr;
-      if (comms[static_cast<size_t>(r)]->impl()->transports(&again) != tsrSuccess || again != ctx)
+      if (tessera::commImpl(*comms[static_cast<size_t>(r)])->transports(&again) != tsrSuccess ||
+          again != ctx)
         return fail("second transports() call must return the same context");
       std::shared_ptr<Connection> conn;
       if (ctx->connect(1 - r, &conn) != tsrSuccess) return fail("connect");

@@ -1,7 +1,9 @@
 // The fused API (tsrGemmReduceScatter, tsrAllGatherGemm, tsrGemmAllReduce, tsrFusedWorkspaceSize,
-// FusedGemm) on thread ranks with host buffers: bad input gets a clear error and nothing written;
+// FusedGemm, and the descriptor form tsrFusedGemm) on thread ranks with host buffers: bad input
+// (bad descriptors included) gets a clear error and nothing written;
 // every op on 1-4 ranks equals a serial double-precision GEMM followed by the collective, written
-// here; deterministic calls repeat bitwise; FusedGemm reuses its workspace for smaller shapes.
+// here; deterministic calls repeat bitwise, and give the same bytes through the descriptor;
+// FusedGemm reuses its workspace for smaller shapes.
 //
 // Inputs are multiples of 1/64 in [-1, 1): exact in float16, bfloat16 and float32. Tolerance of an
 // element of C, with S = sum of |a b| over its terms plus |bias|, T = its number of terms, n ranks
@@ -430,6 +432,125 @@ TEST_F(FusedApiBadInput, WorkspaceSizeQuery) {
       ASSERT_EQ(query(op, 8192, tsrBfloat16, TSR_FUSED_ATOMIC, onDevice), tsrSuccess);
       EXPECT_LT(bytes, last) << "atomic needs as much as rank-ordered";
     }
+}
+
+// ---- the descriptor form (tsrFusedGemm): one path with the positional calls ---------------------
+
+tsrResult_t callOpDesc(tsrComm_t comm, const FusedCase& c, RankData& d) {
+  tsrFusedDesc_t desc = TSR_FUSED_DESC_INITIALIZER;
+  desc.op = c.op;
+  desc.A = d.a.data();
+  desc.B = d.b.data();
+  desc.bias = c.bias ? d.bias.data() : nullptr;
+  desc.C = d.c.data();
+  desc.gatheredA = c.gathered ? d.gathered.data() : nullptr;
+  desc.M = c.m;
+  desc.N = c.n;
+  desc.K = c.k;
+  desc.intype = c.in;
+  desc.outtype = c.out;
+  desc.flags = c.flags;
+  return tsrFusedGemm(&desc, comm, nullptr);
+}
+
+// Every deterministic case gives the same bytes (C and the gathered A) through the descriptor as
+// through the positional call, and both hold the reference.
+TEST(FusedApiDescriptor, SameBytesAsThePositionalCalls) {
+  apitest::setTestEnvironment();
+  const int n = 2;
+  ThreadComms comms(n);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  std::vector<FusedCase> cases;
+  for (const FusedCase& c : casesFor(n))
+    if (!(c.flags & TSR_FUSED_ATOMIC)) cases.push_back(c);
+  std::vector<std::vector<RankData>> data;
+  for (size_t i = 0; i < cases.size(); ++i) data.push_back(makeData(cases[i], n, 31 * i + 5));
+  std::mutex mu;
+  std::vector<std::string> failures;
+  auto fail = [&](const std::string& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    failures.push_back(s);
+  };
+  test::runRanks(
+      n,
+      [&](int rank) {
+        for (size_t i = 0; i < cases.size(); ++i) {
+          const FusedCase& c = cases[i];
+          RankData& d = data[i][static_cast<size_t>(rank)];
+          const std::string what = "rank " + std::to_string(rank) + ": " + describe(c, n);
+          if (callOp(comms[rank], c, d) != tsrSuccess)
+            return fail(what + ": " + tsrGetLastError(nullptr));
+          const std::vector<uint8_t> c1 = d.c, g1 = d.gathered;
+          std::fill(d.c.begin(), d.c.end(), kSentinel);
+          std::fill(d.gathered.begin(), d.gathered.end(), kSentinel);
+          if (callOpDesc(comms[rank], c, d) != tsrSuccess)
+            return fail(what + " (descriptor): " + tsrGetLastError(nullptr));
+          if (d.c != c1 || d.gathered != g1) fail(what + ": the descriptor gave other bytes");
+          const std::string bad = checkRank(c, d);
+          if (!bad.empty()) fail(what + ":" + bad);
+        }
+      },
+      120);
+  for (const std::string& f : failures) ADD_FAILURE() << f;
+}
+
+TEST_F(FusedApiBadInput, BadDescriptors) {
+  auto good = [&] {
+    tsrFusedDesc_t d = TSR_FUSED_DESC_INITIALIZER;
+    d.op = tsrFusedGemmAllReduce;
+    d.A = a_.data();
+    d.B = b_.data();
+    d.C = c_.data();
+    d.M = d.N = d.K = 8;
+    d.intype = d.outtype = tsrFloat32;
+    return d;
+  };
+  tsrFusedDesc_t d = good();
+  expectRefused("NULL desc", tsrInvalidArgument, "desc is NULL",
+                [&] { return tsrFusedGemm(nullptr, comm(), nullptr); });
+  d.size = sizeof(tsrFusedDesc_t) - 8;
+  expectRefused("short struct", tsrInvalidArgument, "desc->size",
+                [&] { return tsrFusedGemm(&d, comm(), nullptr); });
+  d = good();
+  d.size = sizeof(tsrFusedDesc_t) + 16;
+  expectRefused("longer struct", tsrInvalidArgument, "TSR_FUSED_DESC_INITIALIZER",
+                [&] { return tsrFusedGemm(&d, comm(), nullptr); });
+  d = good();
+  d.version = 0;
+  expectRefused("version 0", tsrInvalidArgument, "desc->version",
+                [&] { return tsrFusedGemm(&d, comm(), nullptr); });
+  d = good();
+  d.op = static_cast<tsrFusedOp_t>(7);
+  expectRefused("unknown op", tsrInvalidArgument, "not a tsrFusedOp_t",
+                [&] { return tsrFusedGemm(&d, comm(), nullptr); });
+  d = good();
+  d.flags = 0x40;
+  expectRefused("unknown flag", tsrInvalidArgument, "unknown bits",
+                [&] { return tsrFusedGemm(&d, comm(), nullptr); });
+  d = good();
+  d.A = nullptr;
+  expectRefused("NULL A", tsrInvalidArgument, "A is NULL",
+                [&] { return tsrFusedGemm(&d, comm(), nullptr); });
+  d = good();
+  d.M = 7;  // not a multiple of the 2 ranks
+  expectRefused("M odd", tsrInvalidArgument, "not a multiple",
+                [&] { return tsrFusedGemm(&d, comm(), nullptr); });
+  // The sentences name the entry point the caller used.
+  d = good();
+  d.version = 99;
+  EXPECT_EQ(tsrFusedGemm(&d, comm(), nullptr), tsrInvalidArgument);
+  EXPECT_NE(std::string(tsrGetLastError(nullptr)).find("tsrFusedGemm"), std::string::npos);
+  // The workspace query reads the same descriptor and agrees with the positional one.
+  d = good();
+  size_t viaDesc = 0, positional = 0;
+  ASSERT_EQ(tsrFusedGemmWorkspaceSize(&d, 0, comm(), &viaDesc), tsrSuccess)
+      << tsrGetLastError(nullptr);
+  ASSERT_EQ(tsrFusedWorkspaceSize(tsrFusedGemmAllReduce, 8, 8, 8, tsrFloat32, tsrFloat32, 0, 0,
+                                  comm(), &positional),
+            tsrSuccess);
+  EXPECT_EQ(viaDesc, positional);
+  EXPECT_EQ(tsrFusedGemmWorkspaceSize(nullptr, 0, comm(), &viaDesc), tsrInvalidArgument);
+  EXPECT_EQ(tsrFusedGemmWorkspaceSize(&d, 0, comm(), nullptr), tsrInvalidArgument);
 }
 
 // ---- FusedGemm: one workspace for shapes up to the maximum --------------------------------------
