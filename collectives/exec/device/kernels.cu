@@ -17,7 +17,7 @@
 #include "collectives/exec/device/kernels.hpp"
 #include "collectives/exec/device/work_queue.hpp"
 #include "core/build_config.hpp"
-#include "transport/cuda_ipc/cuda_util.hpp"
+#include "core/cuda/cuda_check.hpp"
 
 namespace tessera::exec {
 namespace {
