@@ -7,7 +7,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "collectives/exec/device/device_backend.hpp"
+#include "collectives/exec/device/item_runner.hpp"
 #include "collectives/exec/device/kernels.hpp"
 #include "collectives/exec/device/stream_ops.hpp"
 #include "collectives/exec/engine_impl.hpp"
