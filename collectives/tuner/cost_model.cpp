@@ -27,7 +27,7 @@
 #include <array>
 #include <bit>
 
-#include "collectives/exec/device/ll.hpp"
+#include "collectives/tuner/ll_limits.hpp"
 
 namespace tessera {
 namespace {

@@ -10,9 +10,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
+#include "core/cuda/cuda_check.hpp"
 #include "fused/device/device_sync.cuh"
 #include "fused/device/kernels.hpp"
-#include "transport/cuda_ipc/cuda_util.hpp"
 
 namespace tessera::fused {
 namespace {

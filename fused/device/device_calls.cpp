@@ -4,12 +4,12 @@
 
 #include <algorithm>
 
+#include "core/cuda/cuda_check.hpp"
+#include "core/cuda/cuda_stream.hpp"
 #include "core/datatype.hpp"
 #include "core/env.hpp"
-#include "fused/device/cuda_check.hpp"
 #include "fused/device/device_engine.hpp"
 #include "fused/device/kernels.hpp"
-#include "transport/cuda_ipc/cuda_util.hpp"
 
 namespace tessera::fused {
 namespace {
@@ -114,24 +114,26 @@ Result DeviceFusedEngine::launchAllGatherCall(const FusedCall& call, const CallS
   const int rank = o_.rank;
   // The shards move on the side stream while the GEMM runs; both start where the call starts on
   // `stream`, and the end of the call waits for both.
-  TSR_CHECK(cudaCheck(cudaEventRecord(asEvent(fork_), asStream(stream)), rank, "cudaEventRecord"));
-  TSR_CHECK(cudaCheck(cudaStreamWaitEvent(asStream(side_), asEvent(fork_), 0), rank,
-                      "cudaStreamWaitEvent"));
+  TSR_CHECK(
+      TSR_CUDA_CHECK(cudaEventRecord(asEvent(fork_), asStream(stream)), rank, "cudaEventRecord"));
+  TSR_CHECK(TSR_CUDA_CHECK(cudaStreamWaitEvent(asStream(side_), asEvent(fork_), 0), rank,
+                           "cudaStreamWaitEvent"));
   if (call.copyEngine)
     TSR_CHECK(copyEngineShards(call, cs, p));
   else
     TSR_CHECK(launchFusedShardSend(
         p, smallCtas(static_cast<uint64_t>(o_.nranks) * cs.sched.commTilesM), side_));
-  TSR_CHECK(cudaCheck(cudaEventRecord(asEvent(join_), asStream(side_)), rank, "cudaEventRecord"));
+  TSR_CHECK(
+      TSR_CUDA_CHECK(cudaEventRecord(asEvent(join_), asStream(side_)), rank, "cudaEventRecord"));
   TSR_CHECK(launchGemm(p, call.inType == tsrBfloat16, gemmCtas(cs), sm90_, stream));
-  TSR_CHECK(cudaCheck(cudaStreamWaitEvent(asStream(stream), asEvent(join_), 0), rank,
-                      "cudaStreamWaitEvent"));
+  TSR_CHECK(TSR_CUDA_CHECK(cudaStreamWaitEvent(asStream(stream), asEvent(join_), 0), rank,
+                           "cudaStreamWaitEvent"));
   if (call.gatheredA != nullptr) {
     // Complete here: the GEMM waited for every remote chunk, the side stream wrote the own shard.
     const uint64_t bytes = call.shape.m * call.shape.k * dtypeSize(call.inType);
-    TSR_CHECK(cudaCheck(cudaMemcpyAsync(call.gatheredA, p.ws + cs.layout.gather, bytes,
-                                        cudaMemcpyDeviceToDevice, asStream(stream)),
-                        rank, "copying the gathered A"));
+    TSR_CHECK(TSR_CUDA_CHECK(cudaMemcpyAsync(call.gatheredA, p.ws + cs.layout.gather, bytes,
+                                             cudaMemcpyDeviceToDevice, asStream(stream)),
+                             rank, "copying the gathered A"));
   }
   return launchFusedEnd(p, stream);
 }
@@ -153,9 +155,9 @@ Result DeviceFusedEngine::copyEngineShards(const FusedCall& call, const CallSetu
       const uint64_t rows = std::min(chunkRows, s.segmentRows - row0);
       char* dst = peerWs_[peer] + cs.layout.gatherRow(first + row0);
       const char* src = static_cast<const char*>(call.a) + row0 * rowBytes;
-      TSR_CHECK(
-          cudaCheck(cudaMemcpyAsync(dst, src, rows * rowBytes, cudaMemcpyDefault, asStream(side_)),
-                    o_.rank, "copying a shard of A by copy engine"));
+      TSR_CHECK(TSR_CUDA_CHECK(
+          cudaMemcpyAsync(dst, src, rows * rowBytes, cudaMemcpyDefault, asStream(side_)), o_.rank,
+          "copying a shard of A by copy engine"));
       TSR_CHECK(launchFusedCopyEngineSignal(p, peer, chunk, side_));
     }
   }

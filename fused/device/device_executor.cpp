@@ -6,14 +6,16 @@
 #include <cstring>
 #include <vector>
 
+#include "core/cuda/cuda_check.hpp"
+#include "core/cuda/cuda_stream.hpp"
+#include "core/cuda/device_guard.hpp"
+#include "core/cuda/fault_words.hpp"
 #include "core/datatype.hpp"
 #include "core/deadline.hpp"
 #include "core/log.hpp"
-#include "fused/device/cuda_check.hpp"
 #include "fused/device/device_engine.hpp"
 #include "fused/device/kernels.hpp"
 #include "transport/context.hpp"
-#include "transport/cuda_ipc/cuda_util.hpp"
 
 namespace tessera::fused {
 namespace {
@@ -89,19 +91,19 @@ DeviceFusedEngine::DeviceFusedEngine(const FusedOptions& options) : o_(options) 
 Result DeviceFusedEngine::init() {
   const int rank = o_.rank, dev = o_.cudaDevice;
   CudaDeviceGuard guard(dev);
-  TSR_CHECK(cudaCheck(guard.status(), rank, "making the fused executor's GPU current"));
+  TSR_CHECK(TSR_CUDA_CHECK(guard.status(), rank, "making the fused executor's GPU current"));
   int major = 0, minor = 0;
-  TSR_CHECK(cudaCheck(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), rank,
-                      "cudaDeviceGetAttribute"));
-  TSR_CHECK(cudaCheck(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), rank,
-                      "cudaDeviceGetAttribute"));
+  TSR_CHECK(TSR_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev),
+                           rank, "cudaDeviceGetAttribute"));
+  TSR_CHECK(TSR_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev),
+                           rank, "cudaDeviceGetAttribute"));
   if (major < 8)
     return TSR_FAIL(tsrInvalidUsage,
                     "rank %d: the fused GPU kernels need compute capability 8.0 or newer "
                     "(mma.sync on bf16, cp.async); CUDA device %d is %d.%d",
                     rank, dev, major, minor);
-  TSR_CHECK(cudaCheck(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev), rank,
-                      "cudaDeviceGetAttribute"));
+  TSR_CHECK(TSR_CUDA_CHECK(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev), rank,
+                           "cudaDeviceGetAttribute"));
   TSR_CHECK(prepareGemmKernels(&gemmPerSm_));
   TSR_CHECK(gemmSm90For(dev, &sm90_));
   const bool sm90 = sm90_;
@@ -119,32 +121,33 @@ Result DeviceFusedEngine::init() {
   TSR_CHECK(prepareCommKernels());
 
   cudaStream_t side = nullptr;
-  TSR_CHECK(cudaCheck(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), rank,
-                      "creating the fused executor's stream"));
+  TSR_CHECK(TSR_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), rank,
+                           "creating the fused executor's stream"));
   side_ = side;
   for (void** ev : {&fork_, &join_, &last_}) {
     cudaEvent_t e = nullptr;
-    TSR_CHECK(cudaCheck(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), rank,
-                        "creating the fused executor's events"));
+    TSR_CHECK(TSR_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), rank,
+                             "creating the fused executor's events"));
     *ev = e;
   }
   const size_t controlBytes = 64 + sizeof(char*) * static_cast<size_t>(o_.nranks);
   void* control = nullptr;
-  TSR_CHECK(cudaCheck(cudaMalloc(&control, controlBytes), rank,
-                      "allocating the fused executor's control words"));
+  TSR_CHECK(TSR_CUDA_CHECK(cudaMalloc(&control, controlBytes), rank,
+                           "allocating the fused executor's control words"));
   control_ = static_cast<FusedControl*>(control);
   peerTable_ = reinterpret_cast<char**>(static_cast<char*>(control) + 64);
-  TSR_CHECK(cudaCheck(cudaMemsetAsync(control, 0, controlBytes, side), rank, "cudaMemsetAsync"));
+  TSR_CHECK(
+      TSR_CUDA_CHECK(cudaMemsetAsync(control, 0, controlBytes, side), rank, "cudaMemsetAsync"));
   TSR_CHECK(
       waitStream(side, Deadline::after(o_.timeoutSeconds), "zeroing the fused control words"));
   void* record = nullptr;
-  TSR_CHECK(cudaCheck(cudaHostAlloc(&record, sizeof(FusedErrorRecord), cudaHostAllocMapped), rank,
-                      "allocating the fused executor's error record"));
+  TSR_CHECK(TSR_CUDA_CHECK(cudaHostAlloc(&record, sizeof(FusedErrorRecord), cudaHostAllocMapped),
+                           rank, "allocating the fused executor's error record"));
   errorHost_ = static_cast<FusedErrorRecord*>(record);
   std::memset(record, 0, sizeof(FusedErrorRecord));
   void* recordDevice = nullptr;
-  TSR_CHECK(cudaCheck(cudaHostGetDevicePointer(&recordDevice, record, 0), rank,
-                      "mapping the fused executor's error record"));
+  TSR_CHECK(TSR_CUDA_CHECK(cudaHostGetDevicePointer(&recordDevice, record, 0), rank,
+                           "mapping the fused executor's error record"));
   errorDevice_ = static_cast<FusedErrorRecord*>(recordDevice);
   return tsrSuccess;
 }
@@ -222,8 +225,7 @@ Result DeviceFusedEngine::fail(Result code) {
 }
 
 Result DeviceFusedEngine::healthy() {
-  const uint32_t code =
-      errorHost_ != nullptr ? __atomic_load_n(&errorHost_->code, __ATOMIC_ACQUIRE) : 0u;
+  const uint32_t code = errorHost_ != nullptr ? device::loadAcquire32(&errorHost_->code) : 0u;
   if (broken_ == tsrSuccess && code == kFusedAborted) {
     broken_ = tsrRemoteError;
     brokenWhy_ = "rank " + std::to_string(o_.rank) +
@@ -238,8 +240,7 @@ Result DeviceFusedEngine::healthy() {
 
 Result DeviceFusedEngine::asyncError() {
   // Only the record: broken_ belongs to the thread that makes calls.
-  const uint32_t code =
-      errorHost_ != nullptr ? __atomic_load_n(&errorHost_->code, __ATOMIC_ACQUIRE) : 0u;
+  const uint32_t code = errorHost_ != nullptr ? device::loadAcquire32(&errorHost_->code) : 0u;
   if (code == 0) return tsrSuccess;
   return code == kFusedAborted ? tsrRemoteError : tsrTimeout;
 }
@@ -248,9 +249,7 @@ void DeviceFusedEngine::abort() {
   // The kernels' waits poll the record's code and give up once it is not 0. A kernel that records
   // a timeout at the same moment stores 1 over it: either way the waits stop and calls fail.
   if (errorHost_ == nullptr) return;
-  uint32_t none = 0;
-  __atomic_compare_exchange_n(&errorHost_->code, &none, kFusedAborted, false, __ATOMIC_RELEASE,
-                              __ATOMIC_RELAXED);
+  (void)device::casU32(&errorHost_->code, 0, kFusedAborted);
 }
 
 Result DeviceFusedEngine::setup(const FusedCall& call, CallSetup* out) const {
@@ -317,7 +316,7 @@ Result DeviceFusedEngine::waitLastCall(const char* why) {
   for (;;) {
     cudaError_t e = cudaEventQuery(asEvent(last_));
     if (e == cudaSuccess) return tsrSuccess;
-    if (e != cudaErrorNotReady) return cudaCheck(e, o_.rank, why);
+    if (e != cudaErrorNotReady) return TSR_CUDA_CHECK(e, o_.rank, why);
     if (deadline.expired())
       return TSR_FAIL(tsrTimeout,
                       "rank %d: %s: the previous fused call has not finished on the GPU after "
@@ -329,8 +328,8 @@ Result DeviceFusedEngine::waitLastCall(const char* why) {
 
 Result DeviceFusedEngine::notCapturing(void* stream) const {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  TSR_CHECK(cudaCheck(cudaStreamIsCapturing(asStream(stream), &status), o_.rank,
-                      "cudaStreamIsCapturing"));
+  TSR_CHECK(TSR_CUDA_CHECK(cudaStreamIsCapturing(asStream(stream), &status), o_.rank,
+                           "cudaStreamIsCapturing"));
   if (status != cudaStreamCaptureStatusNone)
     return TSR_FAIL(tsrInvalidUsage,
                     "rank %d: fused calls on device buffers cannot be captured into a CUDA graph "
@@ -349,8 +348,8 @@ Result DeviceFusedEngine::connectPeers() {
     if (p != o_.rank) TSR_CHECK(ctx.connect(p, &conns_[static_cast<size_t>(p)], kDeviceFusedTag));
   // Ranks on this GPU (same UUID): they share its SMs (see the deadlock rule).
   cudaDeviceProp prop{};
-  TSR_CHECK(
-      cudaCheck(cudaGetDeviceProperties(&prop, o_.cudaDevice), o_.rank, "cudaGetDeviceProperties"));
+  TSR_CHECK(TSR_CUDA_CHECK(cudaGetDeviceProperties(&prop, o_.cudaDevice), o_.rank,
+                           "cudaGetDeviceProperties"));
   std::vector<std::array<char, 16>> ids(static_cast<size_t>(n));
   std::memcpy(ids[static_cast<size_t>(o_.rank)].data(), prop.uuid.bytes, 16);
   TSR_CHECK(ctx.bootstrap().allGather(ids.data(), 16));
@@ -360,7 +359,7 @@ Result DeviceFusedEngine::connectPeers() {
   // into a peer's slot: between two GPUs that needs native peer atomics (NVLink; plain PCIe peer
   // access may drop them, and a wait would then run into its deadline).
   int devices = 0;
-  TSR_CHECK(cudaCheck(cudaGetDeviceCount(&devices), o_.rank, "cudaGetDeviceCount"));
+  TSR_CHECK(TSR_CUDA_CHECK(cudaGetDeviceCount(&devices), o_.rank, "cudaGetDeviceCount"));
   for (int p = 0; p < n; ++p) {
     const auto& id = ids[static_cast<size_t>(p)];
     if (id == ids[static_cast<size_t>(o_.rank)]) continue;
@@ -370,9 +369,9 @@ Result DeviceFusedEngine::connectPeers() {
           std::memcmp(other.uuid.bytes, id.data(), 16) != 0)
         continue;
       int atomics = 0;
-      TSR_CHECK(cudaCheck(cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported,
-                                                    o_.cudaDevice, d),
-                          o_.rank, "cudaDeviceGetP2PAttribute"));
+      TSR_CHECK(TSR_CUDA_CHECK(cudaDeviceGetP2PAttribute(
+                                   &atomics, cudaDevP2PAttrNativeAtomicSupported, o_.cudaDevice, d),
+                               o_.rank, "cudaDeviceGetP2PAttribute"));
       if (atomics == 0)
         return TSR_FAIL(tsrInvalidUsage,
                         "rank %d: the fused GPU kernels signal rank %d's GPU (CUDA device %d here) "
@@ -437,14 +436,16 @@ Result DeviceFusedEngine::rebaseline(const CallSetup& cs, bool grow) {
                         rank, p, transportName(conns_[i]->kind()));
       peerWs_[i] = static_cast<char*>(remote_[i]->mapped());
     }
-    TSR_CHECK(cudaCheck(cudaMemcpyAsync(peerTable_, peerWs_.data(), sizeof(char*) * peerWs_.size(),
-                                        cudaMemcpyHostToDevice, asStream(side_)),
-                        rank, "uploading the fused peer table"));
+    TSR_CHECK(
+        TSR_CUDA_CHECK(cudaMemcpyAsync(peerTable_, peerWs_.data(), sizeof(char*) * peerWs_.size(),
+                                       cudaMemcpyHostToDevice, asStream(side_)),
+                       rank, "uploading the fused peer table"));
   }
-  TSR_CHECK(cudaCheck(cudaMemsetAsync(ws_->data(), 0, ws_->size(), asStream(side_)), rank,
-                      "zeroing the fused workspace"));
-  TSR_CHECK(cudaCheck(cudaMemsetAsync(&control_->callIndex, 0, sizeof(uint64_t), asStream(side_)),
-                      rank, "zeroing the fused call index"));
+  TSR_CHECK(TSR_CUDA_CHECK(cudaMemsetAsync(ws_->data(), 0, ws_->size(), asStream(side_)), rank,
+                           "zeroing the fused workspace"));
+  TSR_CHECK(
+      TSR_CUDA_CHECK(cudaMemsetAsync(&control_->callIndex, 0, sizeof(uint64_t), asStream(side_)),
+                     rank, "zeroing the fused call index"));
   TSR_CHECK(waitStream(asStream(side_), Deadline::after(o_.timeoutSeconds),
                        "setting up the fused workspace"));
   // No peer writes into the zeroed workspace before every rank zeroed its own.
@@ -462,13 +463,13 @@ Result DeviceFusedEngine::enqueue(const FusedCall& call, void* stream) {
   CallSetup cs{};
   TSR_CHECK(prepareCall(call, stream, &cs));
   CudaDeviceGuard guard(o_.cudaDevice);
-  TSR_CHECK(cudaCheck(guard.status(), o_.rank, "making the fused executor's GPU current"));
+  TSR_CHECK(TSR_CUDA_CHECK(guard.status(), o_.rank, "making the fused executor's GPU current"));
   started_ = true;
   Result r = call.op == FusedOp::kAllGatherGemm ? launchAllGatherCall(call, cs, stream)
                                                 : launchReduceCall(call, cs, stream);
   if (r == tsrSuccess)
-    r = cudaCheck(cudaEventRecord(asEvent(last_), asStream(stream)), o_.rank,
-                  "recording the fused call's end");
+    r = TSR_CUDA_CHECK(cudaEventRecord(asEvent(last_), asStream(stream)), o_.rank,
+                       "recording the fused call's end");
   // A call half launched leaves the peers waiting for its signals: no later call can agree.
   if (r != tsrSuccess) return fail(r);
   lastRecorded_ = true;
@@ -485,7 +486,7 @@ Result DeviceFusedEngine::prepareCall(const FusedCall& call, void* stream, CallS
   TSR_CHECK(healthy());
   TSR_CHECK(setup(call, cs));
   CudaDeviceGuard guard(o_.cudaDevice);
-  TSR_CHECK(cudaCheck(guard.status(), o_.rank, "making the fused executor's GPU current"));
+  TSR_CHECK(TSR_CUDA_CHECK(guard.status(), o_.rank, "making the fused executor's GPU current"));
   TSR_CHECK(notCapturing(stream));
   return ensureLayout(*cs);
 }

@@ -4,8 +4,7 @@
 // one deadline, not one per tile.
 #pragma once
 
-#include <cuda/atomic>
-
+#include "core/cuda/fault_words.hpp"
 #include "fused/device/fused_params.hpp"
 #include "tessera/device/atomics.hpp"
 
@@ -16,8 +15,7 @@ __device__ inline uint64_t* wordAt(char* base, uint64_t offset) {
 }
 
 __device__ inline bool fusedFailed(const FusedParams& p) {
-  return cuda::atomic_ref<uint32_t, cuda::thread_scope_system>(p.error->code)
-             .load(cuda::memory_order_relaxed) != 0;
+  return device::loadRelaxed32(&p.error->code) != 0;
 }
 
 __device__ inline void recordTimeout(const FusedParams& p, uint32_t kernel, uint32_t wait,
@@ -34,8 +32,7 @@ __device__ inline void recordTimeout(const FusedParams& p, uint32_t kernel, uint
   e->seen = seen;
   e->callIndex = call;
   __threadfence_system();
-  cuda::atomic_ref<uint32_t, cuda::thread_scope_system>(e->code).store(1u,
-                                                                       cuda::memory_order_release);
+  device::storeRelease32(&e->code, 1u);
 }
 
 // One thread: until *word >= target (acquire), the deadline, or an earlier failure of this rank.

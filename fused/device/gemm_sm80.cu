@@ -30,10 +30,10 @@
 #include <cute/atom/mma_atom.hpp>
 
 #include "core/build_config.hpp"
+#include "core/cuda/cuda_check.hpp"
 #include "fused/device/device_sync.cuh"
 #include "fused/device/gemm_epilogue.cuh"
 #include "fused/device/kernels.hpp"
-#include "transport/cuda_ipc/cuda_util.hpp"
 
 namespace tessera::fused {
 namespace {

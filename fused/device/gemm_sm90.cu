@@ -38,10 +38,10 @@
 #include <cutlass/pipeline/pipeline.hpp>
 
 #include "core/build_config.hpp"
+#include "core/cuda/cuda_check.hpp"
 #include "fused/device/device_sync.cuh"
 #include "fused/device/gemm_epilogue.cuh"
 #include "fused/device/kernels.hpp"
-#include "transport/cuda_ipc/cuda_util.hpp"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "gemm_sm90.cu uses wgmma and must be compiled for sm_90a only (fused/device/sources.cmake)"

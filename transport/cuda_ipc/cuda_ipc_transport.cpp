@@ -14,10 +14,12 @@
 
 #include <cstring>
 
+#include "core/cuda/cuda_check.hpp"
+#include "core/cuda/device_guard.hpp"
 #include "transport/common/fd_server.hpp"
+#include "transport/cuda_ipc/cu_driver.hpp"
 #include "transport/cuda_ipc/cuda_connection.hpp"
 #include "transport/cuda_ipc/cuda_memory.hpp"
-#include "transport/cuda_ipc/cuda_util.hpp"
 #include "transport/transport.hpp"
 
 namespace tessera {

@@ -12,7 +12,10 @@
 #include <mutex>
 #include <vector>
 
-#include "transport/cuda_ipc/cuda_util.hpp"
+#include "core/cuda/cuda_check.hpp"
+#include "core/cuda/cuda_stream.hpp"
+#include "core/cuda/device_guard.hpp"
+#include "transport/cuda_ipc/cu_driver.hpp"
 #include "transport/cuda_ipc/cuda_word_kernel.hpp"
 
 namespace tessera {

@@ -1,7 +1,7 @@
 # cuda_ipc and p2p share the CUDA memory and connection code, so this fragment lists both.
 if(TESSERA_HAVE_CUDA)
   list(APPEND TESSERA_TRANSPORT_SOURCES
-    cuda_ipc/cuda_util.cpp
+    cuda_ipc/cu_driver.cpp
     cuda_ipc/cuda_memory.cpp
     cuda_ipc/cuda_word_kernel.cu
     cuda_ipc/cuda_connection.cpp

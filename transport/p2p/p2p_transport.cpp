@@ -5,8 +5,9 @@
 // ordering are CudaConnection's (cuda_connection.hpp).
 #include <cstring>
 
+#include "core/cuda/cuda_check.hpp"
+#include "core/cuda/device_guard.hpp"
 #include "transport/cuda_ipc/cuda_connection.hpp"
-#include "transport/cuda_ipc/cuda_util.hpp"
 #include "transport/transport.hpp"
 
 namespace tessera {

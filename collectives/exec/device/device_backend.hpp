@@ -1,28 +1,8 @@
-// The device backend of ops.hpp and the item runner of the device executor's scheduler
-// (work_queue.hpp): how one CTA (Group) runs its share of a WorkItem. __host__ __device__: a CUDA
-// kernel instantiates it with BlockGroup, the host-thread emulation and the CPU tests with
-// HostGroup, so the logic the GPU runs (ref resolution, staging through port channels, credits,
-// barriers, iterations, deadlines, failure) is tested on the CPU.
-//
-// Contract (implemented in this header):
-//
-//   template <class Group> struct DeviceItemRunner {
-//     WorkQueueHandle queue;
-//     bool runItem(const WorkItem& item, const Group& g, uint32_t cta, uint32_t nctas);
-//   };
-//
-// runItem runs the plan `item.plan` once per slice (item.iters iterations; iteration i covers
-// elements [i * slice, min(count, (i + 1) * slice)) of every user segment, the SliceLayout of
-// host_executor.cpp's beginIteration), the CTA running the plan's workers w with w % nctas == cta
-// cooperatively (a worker that blocks on a wait or barrier yields to the CTA's next worker; a CTA
-// that made no progress for queue.timeoutNs records kWhyTimeout), with a grid barrier between
-// iterations, the avg post-op (item.postAvg) over the iteration's output by all CTAs, and the same
-// results, bit for bit, as the host executor (the element functions of reduce_kernels.hpp; on the
-// GPU with 16-byte vector loads and stores where every pointer of a piece is 16-byte aligned).
-// Ops reach peers through DevicePlan: mapped peers by loads and stores, unmapped peers by puts and
-// signals through their port channel, staged in the CTA's part of the staging area (a load from an
-// unmapped peer records kWhyUnsupported). On failure it records why (recordError) and returns
-// false in every thread.
+// The device backend of ops.hpp: how one CTA (Group) runs the ops of a plan's workers, resolving
+// refs, staging through port channels, with credits, barriers, deadlines and failure.
+// __host__ __device__: a CUDA kernel instantiates it with BlockGroup, the host-thread emulation and
+// the CPU tests with HostGroup, so the logic the GPU runs is tested on the CPU. The item runner
+// that drives it is item_runner.hpp; the copies and reductions are device_reduce.hpp.
 #pragma once
 
 #include <stdint.h>
@@ -30,12 +10,10 @@
 
 #include "collectives/exec/device/copy.hpp"
 #include "collectives/exec/device/device_plan.hpp"
+#include "collectives/exec/device/device_reduce.hpp"
 #include "collectives/exec/device/group.hpp"
-#include "collectives/exec/device/ll.hpp"
-#include "collectives/exec/device/p2p.hpp"
 #include "collectives/exec/device/work_queue.hpp"
 #include "collectives/exec/ops.hpp"
-#include "collectives/exec/reduce_kernels.hpp"
 #include "core/datatype.hpp"
 
 namespace tessera::exec {
@@ -52,173 +30,9 @@ inline constexpr uint64_t kCodeInvalidArgument = 4;
 inline constexpr uint64_t kCodeInvalidUsage = 5;
 inline constexpr uint64_t kCodeRemoteError = 6;
 
-// The premulsum scalar from WorkItem::scalarBits (little end first), as a bit copy.
-template <class T>
-TSR_INLINE RedCompute<T> scalarOf(uint64_t bits) {
-  RedCompute<T> c;
-  unsigned char b[sizeof(c)];
-  for (unsigned i = 0; i < sizeof(c); ++i) b[i] = static_cast<unsigned char>(bits >> (8 * i));
-  memcpy(&c, b, sizeof(c));
-  return c;
-}
-
-// One combine: dst (and dst2) <- srcs[0] op ... op srcs[nsrcs - 1]; bit s of `pre`: source s
-// takes the premulsum pre-op.
-struct Piece {
-  const void* const* srcs;
-  int nsrcs;
-  uint64_t pre;
-  void* dst;
-  void* dst2;
-  uint64_t n;
-};
-
-// reduceAt of reduce_kernels.hpp with the pre-op flags as a bit mask.
-template <class Step, class T>
-TSR_INLINE T elemAt(const Piece& p, RedCompute<T> scalar, uint64_t i) {
-  T acc = static_cast<const T*>(p.srcs[0])[i];
-  if (p.pre & 1) acc = preOpElem(acc, scalar);
-  for (int s = 1; s < p.nsrcs; ++s) {
-    T x = static_cast<const T*>(p.srcs[s])[i];
-    if ((p.pre >> s) & 1) x = preOpElem(x, scalar);
-    acc = Step::apply(acc, x);
-  }
-  return acc;
-}
-
-template <class Step, class T>
-TSR_INLINE void reduceElems(const Piece& p, RedCompute<T> scalar, uint64_t begin, uint64_t end,
-                            uint64_t stride) {
-  T* d = static_cast<T*>(p.dst);
-  T* d2 = static_cast<T*>(p.dst2);
-  for (uint64_t i = begin; i < end; i += stride) {
-    const T v = elemAt<Step, T>(p, scalar, i);
-    d[i] = v;
-    if (d2 != nullptr) d2[i] = v;
-  }
-}
-
-#if defined(__CUDA_ARCH__)
-// 16-byte words of a piece whose pointers are all 16-byte aligned, each thread whole words.
-template <class Step, class T>
-__device__ void reduceWords(const Piece& p, RedCompute<T> scalar, uint64_t words, uint32_t tid,
-                            uint32_t nthreads) {
-  constexpr int kPer = static_cast<int>(16 / sizeof(T));
-  for (uint64_t w = tid; w < words; w += nthreads) {
-    T acc[kPer];
-    uint4 u = __ldcg(static_cast<const uint4*>(p.srcs[0]) + w);
-    memcpy(acc, &u, 16);
-    if (p.pre & 1) {
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) acc[j] = preOpElem(acc[j], scalar);
-    }
-    for (int s = 1; s < p.nsrcs; ++s) {
-      T x[kPer];
-      u = __ldcg(static_cast<const uint4*>(p.srcs[s]) + w);
-      memcpy(x, &u, 16);
-      const bool pre = (p.pre >> s) & 1;
-#pragma unroll
-      for (int j = 0; j < kPer; ++j)
-        acc[j] = Step::apply(acc[j], pre ? preOpElem(x[j], scalar) : x[j]);
-    }
-    memcpy(&u, acc, 16);
-    static_cast<uint4*>(p.dst)[w] = u;
-    if (p.dst2 != nullptr) static_cast<uint4*>(p.dst2)[w] = u;
-  }
-}
-#endif
-
-template <class Step, class T, class Group>
-TSR_INLINE void reducePiece(const Group& g, const Piece& p, RedCompute<T> scalar) {
-#if defined(__CUDA_ARCH__)
-  constexpr uint64_t kPer = 16 / sizeof(T);
-  bool vec = aligned16(p.dst) && aligned16(p.dst2);
-  for (int s = 0; s < p.nsrcs && vec; ++s) vec = aligned16(p.srcs[s]);
-  uint64_t words = vec ? p.n / kPer : 0;
-  reduceWords<Step, T>(p, scalar, words, g.rank(), g.size());
-  reduceElems<Step, T>(p, scalar, words * kPer + g.rank(), p.n, g.size());
-#else
-  uint64_t begin, end;
-  hostBlock(g, p.n, &begin, &end);
-  reduceElems<Step, T>(p, scalar, begin, end, 1);
-#endif
-}
-
-// On the GPU each datatype's reduction is its own function: inlined into the op loop, the 48
-// (datatype, op) variants made the interpreter spill under the 128-register bound.
-#if defined(__CUDA_ARCH__)
-#define TSR_REDUCE_NOINLINE __noinline__
-#else
-#define TSR_REDUCE_NOINLINE
-#endif
-
-template <class T, class Group>
-TSR_HOST_DEVICE TSR_REDUCE_NOINLINE void reduceTyped(const Group& g, const Piece& p, uint8_t kind,
-                                                     uint64_t scalarBits) {
-  const RedCompute<T> scalar = scalarOf<T>(scalarBits);
-  switch (static_cast<RedKind>(kind)) {
-    case RedKind::kProd: reducePiece<RedStepProd, T>(g, p, scalar); return;
-    case RedKind::kMax: reducePiece<RedStepMax, T>(g, p, scalar); return;
-    case RedKind::kMin: reducePiece<RedStepMin, T>(g, p, scalar); return;
-    default: reducePiece<RedStepSum, T>(g, p, scalar); return;  // sum, avg, premulsum
-  }
-}
-
-template <class Group>
-TSR_INLINE void reduceDtype(const Group& g, const Piece& p, uint8_t dtype, uint8_t kind,
-                            uint64_t bits) {
-  switch (dtype) {
-    case tsrInt8: reduceTyped<int8_t>(g, p, kind, bits); return;
-    case tsrUint8: reduceTyped<uint8_t>(g, p, kind, bits); return;
-    case tsrInt32: reduceTyped<int32_t>(g, p, kind, bits); return;
-    case tsrUint32: reduceTyped<uint32_t>(g, p, kind, bits); return;
-    case tsrInt64: reduceTyped<int64_t>(g, p, kind, bits); return;
-    case tsrUint64: reduceTyped<uint64_t>(g, p, kind, bits); return;
-    case tsrFloat16: reduceTyped<Float16>(g, p, kind, bits); return;
-    case tsrFloat32: reduceTyped<float>(g, p, kind, bits); return;
-    case tsrFloat64: reduceTyped<double>(g, p, kind, bits); return;
-    case tsrBfloat16: reduceTyped<BFloat16>(g, p, kind, bits); return;
-    case tsrFloat8e4m3: reduceTyped<Float8E4M3>(g, p, kind, bits); return;
-    case tsrFloat8e5m2: reduceTyped<Float8E5M2>(g, p, kind, bits); return;
-    default: return;  // refused before the item runs (dtypeBytes == 0)
-  }
-}
-
-// buf[begin, end) /= nranks, this thread's share.
-template <class T, class Group>
-TSR_INLINE void avgTyped(const Group& g, char* buf, int nranks, uint64_t begin, uint64_t end) {
-#if defined(__CUDA_ARCH__)
-  avgRange(reinterpret_cast<T*>(buf), nranks, begin + g.rank(), end, g.size());
-#else
-  uint64_t b, e;
-  hostBlock(g, end - begin, &b, &e);
-  avgRange(reinterpret_cast<T*>(buf), nranks, begin + b, begin + e, 1);
-#endif
-}
-
-template <class Group>
-TSR_INLINE void avgDtype(const Group& g, uint8_t dtype, char* buf, int nranks, uint64_t begin,
-                         uint64_t end) {
-  switch (dtype) {
-    case tsrInt8: avgTyped<int8_t>(g, buf, nranks, begin, end); return;
-    case tsrUint8: avgTyped<uint8_t>(g, buf, nranks, begin, end); return;
-    case tsrInt32: avgTyped<int32_t>(g, buf, nranks, begin, end); return;
-    case tsrUint32: avgTyped<uint32_t>(g, buf, nranks, begin, end); return;
-    case tsrInt64: avgTyped<int64_t>(g, buf, nranks, begin, end); return;
-    case tsrUint64: avgTyped<uint64_t>(g, buf, nranks, begin, end); return;
-    case tsrFloat16: avgTyped<Float16>(g, buf, nranks, begin, end); return;
-    case tsrFloat32: avgTyped<float>(g, buf, nranks, begin, end); return;
-    case tsrFloat64: avgTyped<double>(g, buf, nranks, begin, end); return;
-    case tsrBfloat16: avgTyped<BFloat16>(g, buf, nranks, begin, end); return;
-    case tsrFloat8e4m3: avgTyped<Float8E4M3>(g, buf, nranks, begin, end); return;
-    case tsrFloat8e5m2: avgTyped<Float8E5M2>(g, buf, nranks, begin, end); return;
-    default: return;
-  }
-}
-
 }  // namespace devdetail
 
-// The Backend of ops.hpp for one CTA (see the contract above). Every thread of the group calls
+// The Backend of ops.hpp for one CTA (item_runner.hpp drives it). Every thread of the group calls
 // every member with the same arguments; data work is split over the threads, and decisions
 // (passed, failed) are the leader's, broadcast.
 template <class Group>
@@ -504,121 +318,5 @@ class DeviceBackend {
   // Leader only: per local worker, the barrier count it waits for (0: not at a barrier).
   uint32_t target_[kMaxCtaWorkers];
 };
-
-namespace devdetail {
-
-// Runs the CTA's workers of one iteration round-robin until all are done. False (recorded) on a
-// failed op, a failed queue, or no progress for the queue's timeout.
-template <class Group>
-TSR_INLINE bool runWorkers(const WorkQueueHandle& q, const WorkItem& item, DeviceBackend<Group>& b,
-                           const Group& g, const SliceLayout& L, uint32_t* pc, int32_t mine,
-                           uint32_t cta, uint32_t nctas) {
-  const DevicePlan& P = *item.plan;
-  uint64_t since = 0;  // leader: when the CTA was first seen idle since its last progress
-  for (uint32_t idle = 0;;) {
-    bool moved = false, done = true;
-    for (int32_t k = 0; k < mine; ++k) {
-      const auto w = static_cast<int32_t>(cta + static_cast<uint32_t>(k) * nctas);
-      const uint32_t end = P.workerBegin[w + 1];
-      uint32_t at = pc[k];
-      while (at < end) {
-        b.at(w, at);
-        StepResult r = runOp(b, w, P.ops[at], P.refs, L);
-        if (r == StepResult::kBlocked) break;
-        if (r == StepResult::kError) return false;
-        ++at;
-        moved = true;
-      }
-      pc[k] = at;
-      done = done && at == end;
-    }
-    if (done) return true;
-    if (moved) {
-      idle = 0;
-      since = 0;
-      continue;
-    }
-    ++idle;
-    if ((idle & 15) == 0) {
-      int stop = 0;  // 1: the queue failed; 2: the deadline passed
-      if (g.leader()) {
-        if (queueFailed(q)) {
-          stop = 1;
-        } else {
-          uint64_t now = device::clockNs();
-          if (since == 0) since = now;
-          if (now - since > q.timeoutNs) stop = 2;
-        }
-      }
-      stop = g.broadcast(stop);
-      if (stop == 2 && g.leader()) {
-        // Name the first blocked worker, its op and the peer it waits for.
-        for (int32_t k = 0; k < mine; ++k) {
-          const auto w = static_cast<int32_t>(cta + static_cast<uint32_t>(k) * nctas);
-          if (pc[k] == P.workerBegin[w + 1]) continue;
-          const ExecOp& op = P.ops[pc[k]];
-          int32_t peer = op.code == kExecWait ? P.peers[P.sems[op.sem].peerSlot].rank : -1;
-          recordStop(q, item.seq, item.callNo, static_cast<int32_t>(cta), w,
-                     P.planOpIndex != nullptr ? P.planOpIndex[pc[k]] : -1, peer);
-          break;
-        }
-      }
-      if (stop != 0) return false;
-    }
-    device::backoff(idle);
-  }
-}
-
-}  // namespace devdetail
-
-template <class Group>
-struct DeviceItemRunner {
-  WorkQueueHandle queue;
-  TSR_INLINE bool runItem(const WorkItem& item, const Group& g, uint32_t cta, uint32_t nctas);
-};
-
-template <class Group>
-TSR_INLINE bool DeviceItemRunner<Group>::runItem(const WorkItem& item, const Group& g, uint32_t cta,
-                                                 uint32_t nctas) {
-  if (item.kind == kItemLL) return runLLItem(queue, item, g, cta, nctas);
-  if (item.kind == kItemP2P) return runP2PItem(queue, item, g, cta, nctas);
-#if defined(__CUDA_ARCH__)
-  __shared__ const void* table[kMaxDeviceSrcs];  // every thread writes the same pointers
-#else
-  const void* table[kMaxDeviceSrcs];
-#endif
-  DeviceBackend<Group> b(queue, item, g, cta, nctas, table);
-  const DevicePlan& P = *item.plan;
-  const auto workers = static_cast<uint32_t>(P.workers > 0 ? P.workers : 0);
-  const auto mine = static_cast<int32_t>(workers > cta ? (workers - cta + nctas - 1) / nctas : 0);
-  if (mine > kMaxCtaWorkers || P.maxSrcs > kMaxDeviceSrcs || b.elemSize() == 0 || P.cps <= 0) {
-    b.fail(devdetail::kCodeInvalidUsage, kWhyUnsupported, -1);
-    return false;
-  }
-  uint32_t pc[kMaxCtaWorkers];
-  for (uint64_t it = 0; it < item.iters; ++it) {
-    const uint64_t off = it * item.slice;
-    const SliceLayout L = iterationLayout(item.count, item.slice, it, P.cps);
-    const uint64_t unit = L.unit;
-    b.beginIteration(off);
-    for (int32_t k = 0; k < mine; ++k)
-      pc[k] = P.workerBegin[cta + static_cast<uint32_t>(k) * nctas];
-    if (!devdetail::runWorkers(queue, item, b, g, L, pc, mine, cta, nctas)) return false;
-    // The scheduler meets at a grid barrier after the item, so the last iteration needs none of
-    // its own unless the post-op must wait for every CTA's output.
-    const bool last = it + 1 == item.iters;
-    const auto c = static_cast<int32_t>(cta);
-    if (item.postAvg) {
-      if (!gridBarrier(queue, g, nctas, item.seq, item.callNo, c)) return false;
-      const uint64_t per = (unit + nctas - 1) / nctas;
-      const uint64_t begin = minU64(unit, per * cta);
-      devdetail::avgDtype(g, item.dtype, item.output + off * b.elemSize(), P.nranks, begin,
-                          minU64(unit, begin + per));
-    }
-    if (!last && !gridBarrier(queue, g, nctas, item.seq, item.callNo, c)) return false;
-  }
-  // Nothing this CTA pushed through a proxy may land after the call is over.
-  return b.flushPorts();
-}
 
 }  // namespace tessera::exec

@@ -1,7 +1,7 @@
 // The device executor's CUDA kernels (kernels.hpp): the resident scheduler grid, the one-thread
 // trigger that posts an item in stream order, and the per-call item grid of launch mode (the last
 // two also in a send/recv form that carries a group in its parameters). The logic is all in
-// work_queue.hpp, device_backend.hpp and p2p.hpp (__host__ __device__, tested on the CPU); this
+// work_queue.hpp, item_runner.hpp and what it runs (__host__ __device__, tested on the CPU); this
 // file only instantiates it on BlockGroup and launches it.
 //
 // Thread bound: the resident and item kernels are compiled with __launch_bounds__(kThreads, 1)
@@ -12,12 +12,12 @@
 // (tests/unit/collectives/device_spill.cmake) reads ptxas's report of exactly these kernels.
 #include <cuda_runtime_api.h>
 
-#include "collectives/exec/device/device_backend.hpp"
 #include "collectives/exec/device/group.hpp"
+#include "collectives/exec/device/item_runner.hpp"
 #include "collectives/exec/device/kernels.hpp"
 #include "collectives/exec/device/work_queue.hpp"
 #include "core/build_config.hpp"
-#include "transport/cuda_ipc/cuda_util.hpp"
+#include "core/cuda/cuda_check.hpp"
 
 namespace tessera::exec {
 namespace {

@@ -36,33 +36,14 @@
 #include "collectives/exec/device/group.hpp"
 #include "collectives/exec/device/work_queue.hpp"
 #include "collectives/exec/reduce_kernels.hpp"
+#include "collectives/tuner/ll_limits.hpp"
 #include "core/datatype.hpp"
 #include "tessera/device/atomics.hpp"
 
 namespace tessera::exec {
 
-inline constexpr uint64_t kLLMaxBytes = 64 * 1024;         // payload per (sender, receiver) pair
-inline constexpr uint64_t kLLSlotBytes = 2 * kLLMaxBytes;  // its lines
-inline constexpr int kLLMaxRanks = 32;                     // inbox: 2 * 32 * 128 KiB = 8 MiB
-inline constexpr uint32_t kLLMaxCtas = 64;                 // epoch words per rank
-inline constexpr uint32_t kLLEpochLimit = 0xFFFFFF00u;     // LL calls per inbox
-
-// WorkItem::collective values (the Collective enum of collectives/plan/plan.hpp).
-enum : uint8_t {
-  kLLAllReduce = 0,
-  kLLReduceScatter = 1,
-  kLLAllGather = 2,
-  kLLBroadcast = 3,
-  kLLReduce = 4,
-  kLLAllToAll = 5
-};
-
-// Whether LL runs `collective` with `payloadBytes` per (sender, receiver) pair (count * element
-// size: the whole buffer for allreduce, broadcast and reduce, one block for the others).
-TSR_INLINE bool llSupports(uint8_t collective, uint64_t payloadBytes, int nranks) {
-  return collective <= kLLAllToAll && payloadBytes > 0 && payloadBytes <= kLLMaxBytes &&
-         nranks >= 2 && nranks <= kLLMaxRanks;
-}
+inline constexpr uint32_t kLLMaxCtas = 64;              // epoch words per rank
+inline constexpr uint32_t kLLEpochLimit = 0xFFFFFF00u;  // LL calls per inbox
 
 namespace lldetail {
 

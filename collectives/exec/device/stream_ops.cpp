@@ -24,8 +24,8 @@
 #include <cuda.h>  // types and constants only: the functions come from the driver's entry points
 #include <cuda_runtime_api.h>
 
+#include "core/cuda/cuda_check.hpp"
 #include "core/cuda_driver.hpp"
-#include "transport/cuda_ipc/cuda_util.hpp"
 #endif
 
 namespace tessera::exec {

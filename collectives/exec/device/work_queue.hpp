@@ -30,11 +30,8 @@
 
 #include "collectives/exec/device/device_plan.hpp"
 #include "collectives/exec/device/group.hpp"
+#include "core/cuda/fault_words.hpp"
 #include "tessera/device/atomics.hpp"
-
-#if defined(__CUDA_ARCH__)
-#include <cuda/atomic>
-#endif
 
 namespace tessera::exec {
 
@@ -134,35 +131,10 @@ struct WorkQueueHandle {
   uint64_t timeoutNs;  // every wait's deadline (TESSERA_TRANSPORT_TIMEOUT)
 };
 
-// ---- small atomics not in tessera/device/atomics.hpp ----
-
-TSR_INLINE uint32_t loadAcquire32(const uint32_t* p) {
-#if defined(__CUDA_ARCH__)
-  return cuda::atomic_ref<const uint32_t, cuda::thread_scope_system>(*p).load(
-      cuda::memory_order_acquire);
-#else
-  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-#endif
-}
-
-TSR_INLINE void storeRelease32(uint32_t* p, uint32_t v) {
-#if defined(__CUDA_ARCH__)
-  cuda::atomic_ref<uint32_t, cuda::thread_scope_system>(*p).store(v, cuda::memory_order_release);
-#else
-  __atomic_store_n(p, v, __ATOMIC_RELEASE);
-#endif
-}
-
-// Sets *p to `desired` if it holds `expected`; returns whether it did.
-TSR_INLINE bool casU64(uint64_t* p, uint64_t expected, uint64_t desired) {
-#if defined(__CUDA_ARCH__)
-  return cuda::atomic_ref<uint64_t, cuda::thread_scope_system>(*p).compare_exchange_strong(
-      expected, desired, cuda::memory_order_acq_rel);
-#else
-  return __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_ACQUIRE);
-#endif
-}
+// The fault words' atomics (core/cuda/fault_words.hpp), shared with the fused kernels.
+using device::casU64;
+using device::loadAcquire32;
+using device::storeRelease32;
 
 // ---- failure ----
 

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "collectives/exec/device/device_backend.hpp"
+#include "collectives/exec/device/item_runner.hpp"
 #include "collectives/exec/plan_cache.hpp"
 #include "collectives/plan/plan.hpp"
 #include "core/reduce_op.hpp"
