@@ -2,7 +2,7 @@
 // protocol_plans.hpp writes each as a plan that the verifier checks (docs/ALGORITHMS.md and
 // DESIGN.md, "Plans": the verifier executes a plan symbolically and reports races and deadlocks).
 //
-// - Send/recv (p2p.cpp; the device executor's device/p2p.hpp follows the same ring): each ordered
+// - Send/recv (p2p.cpp and the device executor's device/p2p.hpp): each ordered
 //   pair of ranks has a ring of `slots` slots in the receiver's inbox; piece k of the pair goes
 //   into slot ringSlot(k) once the sender holds a credit (ringHasCredit: fewer than `slots`
 //   pieces unacknowledged); the receiver copies it out and returns the credit.
@@ -13,19 +13,21 @@
 //   every peer's round h + 1, which each peer wrote after it had read round h.
 #pragma once
 
-#include <cstdint>
+#include <stdint.h>
+
+#include "tessera/device/host_device.hpp"
 
 namespace tessera::proto {
 
-inline constexpr uint64_t ringSlot(uint64_t piece, int slots) {
+TSR_INLINE constexpr uint64_t ringSlot(uint64_t piece, uint32_t slots) {
   return piece % static_cast<uint64_t>(slots);
 }
-inline constexpr bool ringHasCredit(uint64_t sent, uint64_t acked, int slots) {
+TSR_INLINE constexpr bool ringHasCredit(uint64_t sent, uint64_t acked, uint32_t slots) {
   return sent - acked < static_cast<uint64_t>(slots);
 }
 
-inline constexpr int kExchangeParities = 2;
-inline constexpr uint64_t exchangeParity(uint64_t round) {
+inline constexpr uint32_t kExchangeParities = 2;
+TSR_INLINE constexpr uint64_t exchangeParity(uint64_t round) {
   return round % static_cast<uint64_t>(kExchangeParities);
 }
 

@@ -35,6 +35,7 @@
 #include "collectives/exec/device/device_plan.hpp"
 #include "collectives/exec/device/group.hpp"
 #include "collectives/exec/device/work_queue.hpp"
+#include "collectives/exec/protocols.hpp"
 #include "collectives/exec/reduce_kernels.hpp"
 #include "collectives/tuner/ll_limits.hpp"
 #include "core/datatype.hpp"
@@ -338,7 +339,7 @@ TSR_INLINE bool runLLItem(const WorkQueueHandle& q, const WorkItem& item, const 
   c.q = &q;
   c.item = &item;
   c.ll = &ll;
-  c.parityOff = static_cast<uint64_t>(e & 1u) * static_cast<uint64_t>(ll.nranks) * ll.slotBytes;
+  c.parityOff = proto::exchangeParity(e) * static_cast<uint64_t>(ll.nranks) * ll.slotBytes;
   c.bytes = bytes;
   c.unitBytes = reduces && esz > 4 ? esz : 4;
   const uint64_t units = (bytes + c.unitBytes - 1) / c.unitBytes;

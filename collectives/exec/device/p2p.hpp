@@ -36,6 +36,7 @@
 #include "collectives/exec/device/device_plan.hpp"
 #include "collectives/exec/device/group.hpp"
 #include "collectives/exec/device/work_queue.hpp"
+#include "collectives/exec/protocols.hpp"
 #include "tessera/device/atomics.hpp"
 
 namespace tessera::exec {
@@ -69,7 +70,7 @@ struct Ctx {
 };
 
 TSR_INLINE char* slotAt(char* ring, uint64_t piece, const DeviceP2P& st) {
-  return ring + (piece % st.slots) * (kP2PHeaderBytes + st.slotBytes);
+  return ring + proto::ringSlot(piece, st.slots) * (kP2PHeaderBytes + st.slotBytes);
 }
 
 // Leader: the next piece of a send lane. Takes a credit when the ring is full and writes the
@@ -78,7 +79,7 @@ TSR_INLINE uint64_t sendStart(const Ctx& c, const P2PLane& lane, const LaneAt& a
                               uint64_t* bytes) {
   DeviceP2PLink& L = c.st->links[lane.peer];
   const P2PTransfer& t = c.d->transfers[at.at];
-  if (L.sent - L.acked >= c.st->slots) {
+  if (!proto::ringHasCredit(L.sent, L.acked, c.st->slots)) {
     if (!L.ack.poll()) return kStepBlocked;
     ++L.acked;
   }
