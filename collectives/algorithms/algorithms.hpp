@@ -48,7 +48,7 @@ struct AlgorithmInfo {
   const char* name;
   std::vector<Collective> collectives;
   bool canonicalOrder;  // its reducing plans have Plan::canonicalOrder
-  bool needsHosts;  // hier
+  bool needsHosts;      // hier
   const char* summary;
 };
 
