@@ -3,12 +3,10 @@
 // executor's transports (never zero-copy), and the executor made on the first call.
 #include <cstring>
 
-#include "collectives/algorithms/algorithms.hpp"
 #include "collectives/exec/device/device_executor.hpp"
 #include "collectives/exec/device/stream_ops.hpp"
 #include "collectives/exec/engine_impl.hpp"
 #include "collectives/exec/host_ops.hpp"
-#include "collectives/plan/verifier.hpp"
 #include "core/build_config.hpp"
 #include "core/datatype.hpp"
 #include "core/env.hpp"

@@ -3,12 +3,10 @@
 #include <cstdio>
 #include <cstring>
 
-#include "collectives/algorithms/algorithms.hpp"
 #include "collectives/exec/device/device_executor.hpp"
 #include "collectives/exec/engine_impl.hpp"
 #include "collectives/exec/host_ops.hpp"
 #include "collectives/exec/pending_dump.hpp"
-#include "collectives/plan/verifier.hpp"
 #include "core/datatype.hpp"
 #include "core/env.hpp"
 #include "core/park.hpp"

@@ -90,6 +90,8 @@ class CommImpl {
    private:
     CommImpl* comm_ = nullptr;
   };
+  // Calls of this communicator running now (tests wait on it instead of guessing with a sleep).
+  int callsInFlight() const { return inFlight_.load(); }
   // The communicator's state error, or else the device executor's first failure (a call on device
   // buffers that timed out or was aborted on its stream).
   Result asyncError() const;

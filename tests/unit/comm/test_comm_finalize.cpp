@@ -11,6 +11,9 @@
 #include <thread>
 #include <vector>
 
+#include "comm/comm_access.hpp"
+#include "comm/comm_impl.hpp"
+#include "comm/handles.hpp"
 #include "support/harness.hpp"
 #include "tessera/tessera.h"
 
@@ -30,8 +33,8 @@ bool mentions(const char* text) {
 constexpr size_t kM = 512, kN = 512, kK = 512;
 
 TEST(CommFinalize, CompletesCallsStillRunningOnOtherThreads) {
-  // Should the pause below not suffice on a loaded machine (finalize first, the call refused on
-  // one rank), the other rank's call fails within this deadline instead of the default 300 s.
+  // Should a rank's call end before its finalize begins (the call refused on the other rank), the
+  // other rank's call fails within this deadline instead of the default 300 s.
   tessera::test::ScopedEnv timeout("TESSERA_TRANSPORT_TIMEOUT", "20");
   const int n = 2;
   std::vector<tsrComm_t> comms(n);
@@ -53,8 +56,12 @@ TEST(CommFinalize, CompletesCallsStillRunningOnOtherThreads) {
                                     tsrFloat32, TSR_FUSED_DEFAULT, comm, nullptr);
       returned.store(true);
     });
-    // Finalize while the call runs (it is well under way after this pause).
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // Finalize once the call is counted as running (a GEMM of this size then runs for a while).
+    std::shared_ptr<tessera::Communicator> handle;
+    ASSERT_EQ(tessera::handleLookup(comm, "test", &handle), tsrSuccess);
+    tessera::CommImpl* impl = tessera::commImpl(*handle);
+    ASSERT_TRUE(
+        tessera::test::waitUntil([&] { return impl->callsInFlight() > 0 || returned.load(); }, 20));
     const bool runningAtFinalize = !returned.load();
     EXPECT_EQ(tsrCommFinalize(comm), tsrSuccess) << tsrGetLastError(nullptr);
     // The call's result is complete and correct the moment finalize returns.
