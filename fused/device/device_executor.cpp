@@ -12,6 +12,7 @@
 #include "core/cuda/fault_words.hpp"
 #include "core/datatype.hpp"
 #include "core/deadline.hpp"
+#include "core/idle_release.hpp"
 #include "core/log.hpp"
 #include "fused/device/device_engine.hpp"
 #include "fused/device/kernels.hpp"
@@ -204,11 +205,18 @@ void DeviceFusedEngine::release() {
   remote_.clear();
   ws_.reset();
   conns_.clear();
-  if (control_ != nullptr) (void)cudaFree(control_);
-  if (errorHost_ != nullptr) (void)cudaFreeHost(errorHost_);
-  for (void* ev : {fork_, join_, last_})
-    if (ev != nullptr) (void)cudaEventDestroy(asEvent(ev));
-  if (side_ != nullptr) (void)cudaStreamDestroy(asStream(side_));
+  // cudaFree and cudaFreeHost wait for an idle device: held back while a resident grid of this
+  // process (a collective engine's) runs on it (core/idle_release.hpp).
+  releaseWhenIdle(o_.cudaDevice, [device = o_.cudaDevice, control = control_, record = errorHost_,
+                                  fork = fork_, join = join_, last = last_, side = side_] {
+    CudaDeviceGuard guard(device);
+    if (control != nullptr) (void)cudaFree(control);
+    if (record != nullptr) (void)cudaFreeHost(record);
+    for (void* ev : {fork, join, last})
+      if (ev != nullptr) (void)cudaEventDestroy(asEvent(ev));
+    if (side != nullptr) (void)cudaStreamDestroy(asStream(side));
+    (void)cudaGetLastError();
+  });
   control_ = nullptr;
   errorHost_ = nullptr;
   side_ = fork_ = join_ = last_ = nullptr;

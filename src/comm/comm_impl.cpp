@@ -42,13 +42,16 @@ CommImpl::~CommImpl() {
     if (state_.load() == State::kInitializing) abort();
     initThread_.join();
   }
-  // The fused executors and the engine (and its device executor: the resident grid stops, its
-  // device memory is freed) go before the transports their workspaces and plans use.
+  // The engine (and its device executor: the resident grid stops, its device memory is released)
+  // and then the fused executors go before the transports their plans and workspaces use. The
+  // engine first: the fused executor's frees would otherwise find this rank's own resident grid
+  // still running (they are held back until it ends, core/idle_release.hpp, but there is no
+  // reason to hold them).
+  enginePublished_.store(nullptr);
+  engine_.reset();
   fusedDevicePublished_.store(nullptr);
   fusedDevice_.reset();
   fusedHost_.reset();
-  enginePublished_.store(nullptr);
-  engine_.reset();
   if (cancelFd_ >= 0) close(cancelFd_);
 }
 

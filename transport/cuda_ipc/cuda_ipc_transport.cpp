@@ -16,6 +16,7 @@
 
 #include "core/cuda/cuda_check.hpp"
 #include "core/cuda/device_guard.hpp"
+#include "core/idle_release.hpp"
 #include "transport/common/fd_server.hpp"
 #include "transport/cuda_ipc/cu_driver.hpp"
 #include "transport/cuda_ipc/cuda_connection.hpp"
@@ -55,13 +56,16 @@ struct VmmMapping final : RemoteMapping {
   int device = -1;
   ~VmmMapping() override {
     if (bytes == 0) return;  // nothing was mapped
-    const CuDriver& d = cuDriver();
-    CudaDeviceGuard guard(device);
-    CUresult r = d.memUnmap(ptr, bytes);
-    if (r == CUDA_SUCCESS) r = d.memAddressFree(ptr, bytes);
-    if (r != CUDA_SUCCESS)
-      TSR_WARN("unmapping a peer's %zu-byte allocation on device %d: %s", bytes, device,
-               cuErrorText(r).c_str());
+    // Unmapping may wait for an idle device: held back while a resident grid runs there.
+    releaseWhenIdle(device, [ptr = ptr, bytes = bytes, device = device] {
+      const CuDriver& d = cuDriver();
+      CudaDeviceGuard guard(device);
+      CUresult r = d.memUnmap(ptr, bytes);
+      if (r == CUDA_SUCCESS) r = d.memAddressFree(ptr, bytes);
+      if (r != CUDA_SUCCESS)
+        TSR_WARN("unmapping a peer's %zu-byte allocation on device %d: %s", bytes, device,
+                 cuErrorText(r).c_str());
+    });
   }
 };
 
@@ -69,11 +73,14 @@ struct LegacyMapping final : RemoteMapping {
   void* base = nullptr;
   int device = -1;
   ~LegacyMapping() override {
-    CudaDeviceGuard guard(device);
-    cudaError_t e = cudaIpcCloseMemHandle(base);
-    if (e != cudaSuccess)
-      TSR_WARN("cudaIpcCloseMemHandle(%p) on device %d: %s", base, device,
-               cudaErrorText(e).c_str());
+    // Closing may wait for an idle device: held back while a resident grid runs there.
+    releaseWhenIdle(device, [base = base, device = device] {
+      CudaDeviceGuard guard(device);
+      cudaError_t e = cudaIpcCloseMemHandle(base);
+      if (e != cudaSuccess)
+        TSR_WARN("cudaIpcCloseMemHandle(%p) on device %d: %s", base, device,
+                 cudaErrorText(e).c_str());
+    });
   }
 };
 
@@ -176,7 +183,8 @@ class CudaIpcConnection final : public CudaConnection {
       step = "cuMemMap";
       cr = d.memMap(m->ptr, s.bytes, 0, handle, 0);
     }
-    d.memRelease(handle);  // a mapping keeps its own reference
+    // A mapping keeps its own reference. Releasing may wait for an idle device.
+    releaseWhenIdle(device(), [&d, handle] { d.memRelease(handle); });
     if (cr == CUDA_SUCCESS) {
       CUmemAccessDesc access{};
       access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
@@ -184,10 +192,14 @@ class CudaIpcConnection final : public CudaConnection {
       access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
       step = "cuMemSetAccess";
       cr = d.memSetAccess(m->ptr, s.bytes, &access, 1);
-      if (cr != CUDA_SUCCESS) d.memUnmap(m->ptr, s.bytes);
     }
     if (cr != CUDA_SUCCESS) {
-      if (reserved) d.memAddressFree(m->ptr, s.bytes);
+      // Undo the mapping; unmapping may wait for an idle device.
+      releaseWhenIdle(device(), [&d, ptr = m->ptr, bytes = s.bytes, reserved,
+                                 unmap = step == std::string("cuMemSetAccess")] {
+        if (unmap) d.memUnmap(ptr, bytes);
+        if (reserved) d.memAddressFree(ptr, bytes);
+      });
       m->bytes = 0;  // undone above: the destructor must not unmap
       return fail(tsrUnhandledCudaError,
                   "%s for memory %u (%llu bytes of the peer's device %d) on device %d: %s", step,

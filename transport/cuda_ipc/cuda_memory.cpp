@@ -15,6 +15,7 @@
 #include "core/cuda/cuda_check.hpp"
 #include "core/cuda/cuda_stream.hpp"
 #include "core/cuda/device_guard.hpp"
+#include "core/idle_release.hpp"
 #include "transport/cuda_ipc/cu_driver.hpp"
 #include "transport/cuda_ipc/cuda_word_kernel.hpp"
 
@@ -125,9 +126,12 @@ Result allocateVmm(size_t bytes, int device, CudaAllocation* out) {
   int fd = -1;
   auto undo = [&] {
     if (fd >= 0) close(fd);
-    if (mapped) d.memUnmap(ptr, size);
-    if (reserved) d.memAddressFree(ptr, size);
-    d.memRelease(handle);
+    // Unmapping and releasing may wait for an idle device (core/idle_release.hpp).
+    releaseWhenIdle(device, [&d, ptr, size, handle, mapped, reserved] {
+      if (mapped) d.memUnmap(ptr, size);
+      if (reserved) d.memAddressFree(ptr, size);
+      d.memRelease(handle);
+    });
   };
   const char* step = "cuMemAddressReserve";
   r = d.memAddressReserve(&ptr, size, gran, 0, 0);
@@ -186,15 +190,18 @@ Result allocateVmm(size_t bytes, int device, CudaAllocation* out) {
       std::lock_guard<std::mutex> lock(vmmMutex);
       vmmAllocations.erase(ptr);
     }
-    const CuDriver& drv = cuDriver();
-    CudaDeviceGuard guard(device);
     close(fd);
-    CUresult u = drv.memUnmap(ptr, size);
-    if (u == CUDA_SUCCESS) u = drv.memAddressFree(ptr, size);
-    CUresult rel = drv.memRelease(handle);
-    if (u != CUDA_SUCCESS || rel != CUDA_SUCCESS)
-      TSR_WARN("freeing a %zu-byte VMM allocation on device %d: %s / %s", size, device,
-               cuErrorText(u).c_str(), cuErrorText(rel).c_str());
+    // Unmapping may wait for an idle device: held back while a resident grid runs there.
+    releaseWhenIdle(device, [ptr, size, handle, device] {
+      const CuDriver& drv = cuDriver();
+      CudaDeviceGuard guard(device);
+      CUresult u = drv.memUnmap(ptr, size);
+      if (u == CUDA_SUCCESS) u = drv.memAddressFree(ptr, size);
+      CUresult rel = drv.memRelease(handle);
+      if (u != CUDA_SUCCESS || rel != CUDA_SUCCESS)
+        TSR_WARN("freeing a %zu-byte VMM allocation on device %d: %s / %s", size, device,
+                 cuErrorText(u).c_str(), cuErrorText(rel).c_str());
+    });
   };
   return tsrSuccess;
 }
@@ -207,7 +214,7 @@ Result allocateLegacy(size_t bytes, int device, CudaAllocation* out) {
                     device, cudaErrorText(e).c_str());
   Result z = zero(p, bytes, device);
   if (z != tsrSuccess) {
-    cudaFree(p);
+    releaseWhenIdle(device, [p] { (void)cudaFree(p); });
     return z;
   }
   out->ptr = p;
@@ -216,9 +223,11 @@ Result allocateLegacy(size_t bytes, int device, CudaAllocation* out) {
   out->vmm = false;
   out->shareableFd = -1;
   out->release = [p, device] {
-    CudaDeviceGuard guard(device);
-    cudaError_t f = cudaFree(p);
-    if (f != cudaSuccess) TSR_WARN("cudaFree on device %d: %s", device, cudaErrorText(f).c_str());
+    releaseWhenIdle(device, [p, device] {
+      CudaDeviceGuard guard(device);
+      cudaError_t f = cudaFree(p);
+      if (f != cudaSuccess) TSR_WARN("cudaFree on device %d: %s", device, cudaErrorText(f).c_str());
+    });
   };
   return tsrSuccess;
 }
@@ -285,7 +294,7 @@ Result cudaPinHostMemory(void* ptr, size_t bytes, std::function<void()>* unpin, 
   e = cudaHostGetDevicePointer(&devicePtr, ptr, 0);
   if (e != cudaSuccess || devicePtr != ptr) {
     std::string why = e != cudaSuccess ? cudaErrorText(e) : strprintf("it is %p", devicePtr);
-    cudaHostUnregister(ptr);
+    releaseWhenIdle(current, [ptr] { (void)cudaHostUnregister(ptr); });
     cudaGetLastError();
     return TSR_FAIL(tsrInvalidUsage,
                     "the device address of pinned host memory %p on device %d is not the host "
@@ -293,9 +302,13 @@ Result cudaPinHostMemory(void* ptr, size_t bytes, std::function<void()>* unpin, 
                     "is unsupported",
                     ptr, current, why.c_str());
   }
-  *unpin = [ptr] {
-    cudaError_t u = cudaHostUnregister(ptr);
-    if (u != cudaSuccess) TSR_WARN("cudaHostUnregister(%p): %s", ptr, cudaErrorText(u).c_str());
+  // Unregistering waits for an idle device: held back while a resident grid runs on `current`
+  // (the pages stay pinned until then; the caller may free its memory meanwhile).
+  *unpin = [ptr, current] {
+    releaseWhenIdle(current, [ptr] {
+      cudaError_t u = cudaHostUnregister(ptr);
+      if (u != cudaSuccess) TSR_WARN("cudaHostUnregister(%p): %s", ptr, cudaErrorText(u).c_str());
+    });
   };
   return tsrSuccess;
 }

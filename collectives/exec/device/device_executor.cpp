@@ -10,6 +10,7 @@
 #include "collectives/exec/device/executing_side.hpp"
 #include "collectives/exec/engine_impl.hpp"
 #include "core/datatype.hpp"
+#include "core/idle_release.hpp"
 #include "core/reduce_op.hpp"
 
 namespace tessera {
@@ -78,7 +79,14 @@ Result DeviceExecutor::create(const DeviceExecutorOptions& options,
   q.size = options.queueSlots;
   q.timeoutNs = static_cast<uint64_t>(options.timeoutSeconds * 1e9);
   if (options.mode == LaunchMode::kPersistent) {
-    TSR_CHECK(s.side->startResident());
+    // Counted before the launch, so that no free of another rank runs under it unheld
+    // (idle_release.hpp).
+    residentGridStarting(ex->registryDevice(), options.ctas);
+    Result r = s.side->startResident();
+    if (r != tsrSuccess) {
+      residentGridEnded(ex->registryDevice(), options.ctas);
+      return r;
+    }
     s.resident = true;
   }
   TSR_INFO("rank %d: device executor %s, %s mode, %d CTAs", options.rank,
@@ -132,8 +140,16 @@ DeviceExecutor::~DeviceExecutor() {
     return;
   }
   s.side->quiesce();
+  // Our grid has ended. If it was the last of this process on the device, the releases other
+  // ranks held back run now, on this thread. Ours (the plans' memory, the queue) go through the
+  // same registry: a free never waits for another communicator's grid (idle_release.hpp).
+  if (s.resident) residentGridEnded(registryDevice(), options_.ctas);
   s.plans.clear();  // device memory of the plans, while the GPU is current
   s.side->release();
+}
+
+int DeviceExecutor::registryDevice() const {
+  return emulated() ? kEmulatedDevice : options_.cudaDevice;
 }
 
 Result DeviceExecutor::connection(int peer, std::shared_ptr<Connection>* out) {

@@ -133,6 +133,8 @@ class DeviceExecutor {
   Result post(exec::WorkItem item, void* stream, const exec::P2PGroupDesc* group = nullptr,
               exec::P2PGroupDesc* groups = nullptr);
   bool emulated() const { return options_.cudaDevice < 0; }
+  // The device under which the resident grid and held releases are counted (idle_release.hpp).
+  int registryDevice() const;
   EngineImpl* engine() const { return options_.engine; }
 
  private:

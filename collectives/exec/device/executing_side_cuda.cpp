@@ -18,6 +18,7 @@
 #include "core/cuda/cuda_check.hpp"
 #include "core/cuda/cuda_stream.hpp"
 #include "core/cuda/device_guard.hpp"
+#include "core/idle_release.hpp"
 #endif
 
 namespace tessera {
@@ -112,12 +113,21 @@ class CudaSide final : public ExecutingSide {
   }
 
   void release() override {
-    for (void* p : siteChunks_) (void)cudaFree(p);
-    if (deviceBlock_) (void)cudaFree(deviceBlock_);
-    if (pinned_) (void)cudaFreeHost(pinned_);
-    if (stream_) (void)cudaStreamDestroy(asStream(stream_));
-    if (control_) (void)cudaStreamDestroy(asStream(control_));
-    if (order_) (void)cudaEventDestroy(asEvent(order_));
+    // cudaFree and cudaFreeHost wait for an idle device: held back while any resident grid of
+    // this process runs on it (idle_release.hpp). The lambda owns copies: the executor is gone
+    // by the time it runs.
+    releaseWhenIdle(o_.cudaDevice,
+                    [device = o_.cudaDevice, chunks = std::move(siteChunks_), block = deviceBlock_,
+                     pinned = pinned_, stream = stream_, control = control_, order = order_] {
+                      CudaDeviceGuard guard(device);
+                      for (void* p : chunks) (void)cudaFree(p);
+                      if (block) (void)cudaFree(block);
+                      if (pinned) (void)cudaFreeHost(pinned);
+                      if (stream) (void)cudaStreamDestroy(asStream(stream));
+                      if (control) (void)cudaStreamDestroy(asStream(control));
+                      if (order) (void)cudaEventDestroy(asEvent(order));
+                      (void)cudaGetLastError();
+                    });
     siteChunks_.clear();
     deviceBlock_ = pinned_ = stream_ = control_ = order_ = nullptr;
   }

@@ -1,17 +1,21 @@
 // The device executor's emulated executing side (executing_side.hpp): the queue in host memory,
 // the resident CTAs as host threads running runScheduler<HostGroup>, and launch mode as a fresh
 // "grid" of host threads per item, as launchItem's kernel does on a GPU.
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #include "collectives/exec/device/executing_side.hpp"
 #include "collectives/exec/device/item_runner.hpp"
+#include "core/idle_release.hpp"
 
 namespace tessera {
 namespace {
-
 class HostSide final : public ExecutingSide {
  public:
   HostSide(const DeviceExecutorOptions& options, HostQueue& hq) : o_(options), hq_(hq) {}
@@ -55,7 +59,26 @@ class HostSide final : public ExecutingSide {
     for (std::thread& th : threads_) th.join();
   }
 
-  void release() override {}
+  // The emulation's queue blocks stand for the GPU side's device and pinned memory, whose
+  // cudaFree / cudaFreeHost wait for an idle device: this free does too (waitIdleLikeCudaFree,
+  // with a deadline where a GPU would wait for ever), through the same registry that holds such
+  // frees back while a resident grid runs (idle_release.hpp). A free that still finds a grid
+  // running is the hang a GPU would show: reported, and the process stops.
+  void release() override {
+    releaseWhenIdle(kEmulatedDevice, [rank = o_.rank, seconds = std::min(o_.timeoutSeconds, 10.0),
+                                      dev = std::shared_ptr<uint64_t[]>(std::move(device_)),
+                                      shared = std::shared_ptr<uint64_t[]>(std::move(shared_))] {
+      if (waitIdleLikeCudaFree(kEmulatedDevice, seconds)) return;
+      std::fprintf(stderr,
+                   "tessera: rank %d: the device emulation's free of the work "
+                   "queue waited %.3g s for the emulated device to go idle while "
+                   "another resident grid of this process still ran; on a GPU "
+                   "this cudaFree would never return (DESIGN.md, \"Known "
+                   "hazards\")\n",
+                   rank, seconds);
+      std::abort();
+    });
+  }
 
   Result upload(void* dst, const void* src, size_t bytes) override {
     if (src == nullptr)

@@ -1,11 +1,19 @@
 // Failures of the emulated device executor: a peer that never makes a call (the waiting rank's
 // deviceSynchronize returns within the deadline, deviceError names the peer), abort while a call
 // waits, and destroying the engine idle or with a call stuck, which must return promptly.
+//
+// Teardown while other grids live: the emulation's free of the work queue waits for the emulated
+// device to go idle, as cudaFree does on a GPU (executing_side_host.cpp; it stops the process
+// when that wait passes its deadline, where a GPU would hang). Destroying executors one after
+// another from one thread, and aborting one while a peer's grid runs, must not wait for the
+// other grids (core/idle_release.hpp holds their frees back).
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <mutex>
 #include <thread>
 
+#include "core/idle_release.hpp"
 #include "support/harness.hpp"
 #include "test_device_emulation_common.hpp"
 #include "unit/transport/transport_test_util.hpp"
@@ -125,6 +133,74 @@ TEST(DeviceEmulationFailures, DestroyIdleAndStuckReturnPromptly) {
     }
     TT_CHECK_OK(ctx.bootstrap().barrier());
     return std::string();
+  });
+  test::expectAllRanksOk(results);
+}
+
+// Four thread ranks' executors, each with its resident grid, destroyed one after another by one
+// thread (as perf/fused_perf destroys its communicators): the first free must not wait for the
+// three grids still running.
+TEST(DeviceEmulationFailures, DestroyOneAfterAnotherFromOneThread) {
+  constexpr int kRanks = 4;
+  std::mutex mutex;
+  std::vector<std::unique_ptr<CollectiveEngine>> engines(kRanks);
+  auto results = test::runTransportRanks(RankMode::kThreads, kRanks, [&](TransportContext& ctx) {
+    std::unique_ptr<CollectiveEngine> e;
+    DevSetup setup;
+    setup.timeoutSeconds = 5;
+    TT_CHECK_OK(makeDeviceEngine(ctx, setup, &e));
+    Call a;
+    TT_CHECK_OK(e->enqueue(a.call(), nullptr));
+    TT_CHECK_OK(e->deviceSynchronize());
+    TT_CHECK(a.out[17] == kRanks, "the call gave %g", a.out[17]);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      engines[static_cast<size_t>(ctx.rank())] = std::move(e);
+    }
+    TT_CHECK_OK(ctx.bootstrap().barrier());
+    std::string err;
+    if (ctx.rank() == 0) {
+      const int before = residentGridCtas(kEmulatedDevice);
+      auto t0 = Clock::now();
+      for (auto& engine : engines) engine.reset();
+      const double took = since(t0);
+      if (took >= 4)
+        err = strprintf("destroying %d executors from one thread took %.2f s", kRanks, took);
+      else if (residentGridCtas(kEmulatedDevice) != before - kRanks * setup.ctas)
+        err = strprintf("%d resident CTAs counted after the destroys, %d before",
+                        residentGridCtas(kEmulatedDevice), before);
+      else if (residentGridCtas(kEmulatedDevice) == 0 && heldReleases(kEmulatedDevice) != 0)
+        err = strprintf("%zu releases still held with no grid running",
+                        heldReleases(kEmulatedDevice));
+    }
+    TT_CHECK_OK(ctx.bootstrap().barrier());
+    return err;
+  });
+  test::expectAllRanksOk(results);
+}
+
+// tsrCommAbort's shape: rank 0's call waits for a rank that never makes it; rank 0 aborts and
+// destroys its executor while rank 1's grid still runs (as GpuCollStream.AbortEndsAStuckCall).
+TEST(DeviceEmulationFailures, AbortAndDestroyWhileAPeersGridRuns) {
+  auto results = test::runTransportRanks(RankMode::kThreads, 2, [&](TransportContext& ctx) {
+    std::unique_ptr<CollectiveEngine> e;
+    DevSetup setup;
+    setup.timeoutSeconds = 30;
+    TT_CHECK_OK(makeDeviceEngine(ctx, setup, &e));
+    Call a;
+    TT_CHECK_OK(e->enqueue(a.call(), nullptr));
+    TT_CHECK_OK(e->deviceSynchronize());
+    std::string err;
+    if (ctx.rank() == 0) {
+      Call b;
+      TT_CHECK_OK(e->enqueue(b.call(), nullptr));  // rank 1 never joins
+      auto t0 = Clock::now();
+      e->abortDevice();
+      e.reset();
+      if (since(t0) >= 5) err = strprintf("abort and destroy took %.2f s", since(t0));
+    }
+    TT_CHECK_OK(ctx.bootstrap().barrier());  // rank 1's grid ran through rank 0's teardown
+    return err;
   });
   test::expectAllRanksOk(results);
 }
