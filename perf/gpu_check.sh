@@ -208,7 +208,7 @@ gtest_each() {
       tail -8 "$out"
     elif [[ $rc -eq 0 ]] && grep -q '^\[  SKIPPED \]' "$out"; then
       local why
-      why=$(grep -m1 -A0 'Skipped\|skipped\|SKIP' "$out" | head -c 150)
+      why=$(grep -m1 -A1 ': Skipped' "$out" | tail -1 | head -c 150)
       if [[ "$t" == *.SeparateGpus && $GPUS -lt 2 ]]; then
         record "SKIP-OK" "$t$label" "$secs" "one GPU"
       else
@@ -315,7 +315,14 @@ perf_rows() {
       T="FAIL" BW="exit $RC"
       return 1
     fi
-    row=$(tac "$LOG" | awk '/^\$ /{exit} $1 ~ /^[0-9]+$/ && NF >= 8 { r = $6 " " $8 } END { print r }')
+    # This launch's lines (after its "$ command" line): the data row, and nccl-tests' verdict.
+    local out
+    out=$(tac "$LOG" | awk '/^\$ /{exit} {print}' | tac)
+    row=$(awk '$1 ~ /^[0-9]+$/ && NF >= 8 { r = $6 " " $8 } END { print r }' <<<"$out")
+    if [[ -z "$row" ]] || grep -q 'Out of bounds values : [1-9]' <<<"$out"; then
+      T="FAIL" BW="wrong results or no data row: $(grep -m1 'Out of bounds\|rror' <<<"$out")"
+      return 1
+    fi
     ts="$ts ${row% *}" bws="$bws ${row#* }"
   done
   T=$(echo "$ts" | stats) BW=$(echo "$bws" | stats)

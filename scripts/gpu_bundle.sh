@@ -117,8 +117,8 @@ if [[ -e "$BUILD/src/libtessera.so.0" ]]; then
   cp -r "$ROOT/include/tessera" "$OUTDIR/stage/lib/include/"
   cp "$BUILD/include/tessera/version.h" "$OUTDIR/stage/lib/include/tessera/"
 fi
-(cd "$OUTDIR/stage" && tar cf - bin | xz -6 -T"$JOBS" >"$OUTDIR/bin.tar.xz")
-(cd "$OUTDIR/stage" && tar cf - lib | xz -6 -T"$JOBS" >"$OUTDIR/lib.tar.xz")
+(cd "$OUTDIR/stage" && tar cf - bin | xz -9 -T1 >"$OUTDIR/bin.tar.xz")
+(cd "$OUTDIR/stage" && tar cf - lib | xz -9 -T1 >"$OUTDIR/lib.tar.xz")
 rm -rf "$OUTDIR/stage"
 bytes=$(du -cb "$OUTDIR"/* | tail -1 | cut -f1)
 echo "bundle $bytes bytes (bin.tar.xz $(stat -c %s "$OUTDIR/bin.tar.xz"), lib.tar.xz $(stat -c %s "$OUTDIR/lib.tar.xz"))" >>"$manifest"
