@@ -29,9 +29,10 @@ command -v nvcc >/dev/null 2>&1 || export PATH="/usr/local/cuda/bin:$PATH"
 command -v nvcc >/dev/null 2>&1 || { echo "gpu_bundle: no nvcc here: nothing to build" >&2; exit 1; }
 
 start=$(date +%s)
+mkdir -p "$BUILD"
 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_WITH_CUDA=ON \
   -DTESSERA_CUDA_ARCHS="$ARCHS" -DTESSERA_WITH_MPI=OFF -DTESSERA_WITH_UCX=OFF \
-  -DTESSERA_WITH_HWLOC=OFF -DTESSERA_WITH_SIMGRID=OFF -DTESSERA_WITH_TORCH=OFF >"$BUILD.configure.log"
+  -DTESSERA_WITH_HWLOC=OFF -DTESSERA_WITH_SIMGRID=OFF -DTESSERA_WITH_TORCH=OFF >"$BUILD/configure.log"
 # name:build path, in the order gpu_check.sh uses them.
 BINARIES=(
   tessera_info:src/tools/tessera_info
