@@ -36,14 +36,13 @@ double nowS() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-#define CK(x)                                                                         \
-  do {                                                                                \
-    cudaError_t e_ = (x);                                                             \
-    if (e_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,                 \
-                   cudaGetErrorString(e_));                                           \
-      std::exit(2);                                                                   \
-    }                                                                                 \
+#define CK(x)                                                                                  \
+  do {                                                                                         \
+    cudaError_t e_ = (x);                                                                      \
+    if (e_ != cudaSuccess) {                                                                   \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(2);                                                                            \
+    }                                                                                          \
   } while (0)
 
 __device__ __forceinline__ unsigned long long globalTimer() {
@@ -135,7 +134,9 @@ class Spinner {
 class ThreadSpinner final : public Spinner {
  public:
   explicit ThreadSpinner(double spinS) : ns_(static_cast<unsigned long long>(spinS * 1e9)) {
-    CK(cudaHostAlloc(reinterpret_cast<void**>(&words_), 64, cudaHostAllocMapped));
+    void* words = nullptr;
+    CK(cudaHostAlloc(&words, 64, cudaHostAllocMapped));
+    words_ = static_cast<volatile unsigned*>(words);
     CK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
   ~ThreadSpinner() override {
@@ -254,10 +255,14 @@ std::vector<Probe> makeProbes(const Drv& d, cudaStream_t other) {
   v.push_back({"cudaFree 1 GiB", [] { cudaMalloc(&p, size_t{1} << 30); },
                [] { return cudaFree(p); }, nullptr});
   v.push_back({"cudaFree(nullptr)", nullptr, [] { return cudaFree(nullptr); }, nullptr});
+  // What starts a context instead (transport/cuda_ipc: CudaDeviceGuard), on the probe's new thread.
+  v.push_back({"cudaSetDevice(0) (new thread)", nullptr, [] { return cudaSetDevice(0); }, nullptr});
+  v.push_back({"cudaInitDevice(0)", nullptr, [] { return cudaInitDevice(0, 0, 0); }, nullptr});
   v.push_back({"cudaHostAlloc mapped 1 MiB", nullptr,
                [] { return cudaHostAlloc(&h, size_t{1} << 20, cudaHostAllocMapped); },
                [] { cudaFreeHost(h); }});
-  v.push_back({"cudaFreeHost 1 MiB", [] { cudaHostAlloc(&h, size_t{1} << 20, cudaHostAllocMapped); },
+  v.push_back({"cudaFreeHost 1 MiB",
+               [] { cudaHostAlloc(&h, size_t{1} << 20, cudaHostAllocMapped); },
                [] { return cudaFreeHost(h); }, nullptr});
   v.push_back({"cudaHostRegister 1 MiB", [] { pageable = std::malloc(size_t{1} << 20); },
                [] {
@@ -334,9 +339,7 @@ std::vector<Probe> makeProbes(const Drv& d, cudaStream_t other) {
                  pageable = std::malloc(size_t{1} << 20);
                  cudaMalloc(&dev, size_t{1} << 20);
                },
-               [] {
-                 return cudaMemcpy(dev, pageable, size_t{1} << 20, cudaMemcpyHostToDevice);
-               },
+               [] { return cudaMemcpy(dev, pageable, size_t{1} << 20, cudaMemcpyHostToDevice); },
                [] {
                  cudaFree(dev);
                  std::free(pageable);
@@ -428,8 +431,8 @@ Row runOne(Spinner& sp, const Probe& pr, const std::string& where, double blockM
     t1 = nowS();
     done.store(1);
   });
-  while (!done.load() && (nowS() - t0) * 1e3 < blockMs) std::this_thread::sleep_for(
-      std::chrono::microseconds(200));
+  while (!done.load() && (nowS() - t0) * 1e3 < blockMs)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
   const bool blocked = !done.load();
   sp.release();
   th.join();
@@ -448,8 +451,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
-    if (a == "--block-ms") o.blockMs = std::atof(next().c_str());
-    else if (a == "--spin-s") o.spinS = std::atof(next().c_str());
+    if (a == "--block-ms")
+      o.blockMs = std::atof(next().c_str());
+    else if (a == "--spin-s")
+      o.spinS = std::atof(next().c_str());
     else if (a == "--where") {
       o.where.clear();
       std::string w = next();
@@ -477,9 +482,10 @@ int main(int argc, char** argv) {
   CK(cudaSetDevice(0));
   CK(cudaFree(nullptr));
   const char* lazy = std::getenv("CUDA_MODULE_LOADING");
-  std::printf("blocking_probe: device 0, CUDA_MODULE_LOADING=%s, a call still running after %.0f ms "
-              "BLOCKS\n",
-              lazy ? lazy : "(unset)", o.blockMs);
+  std::printf(
+      "blocking_probe: device 0, CUDA_MODULE_LOADING=%s, a call still running after %.0f ms "
+      "BLOCKS\n",
+      lazy ? lazy : "(unset)", o.blockMs);
   const Drv d = loadDrv();
   cudaStream_t other;
   CK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
