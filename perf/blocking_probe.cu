@@ -255,6 +255,9 @@ std::vector<Probe> makeProbes(const Drv& d, cudaStream_t other) {
   v.push_back({"cudaFree 1 GiB", [] { cudaMalloc(&p, size_t{1} << 30); },
                [] { return cudaFree(p); }, nullptr});
   v.push_back({"cudaFree(nullptr)", nullptr, [] { return cudaFree(nullptr); }, nullptr});
+  // What starts a context instead (transport/cuda_ipc: CudaDeviceGuard), on the probe's new thread.
+  v.push_back({"cudaSetDevice(0) (new thread)", nullptr, [] { return cudaSetDevice(0); }, nullptr});
+  v.push_back({"cudaInitDevice(0)", nullptr, [] { return cudaInitDevice(0, 0, 0); }, nullptr});
   v.push_back({"cudaHostAlloc mapped 1 MiB", nullptr,
                [] { return cudaHostAlloc(&h, size_t{1} << 20, cudaHostAllocMapped); },
                [] { cudaFreeHost(h); }});

@@ -85,6 +85,36 @@ Result Connection::importMemory(const std::string& blob, std::shared_ptr<RemoteM
   return tsrSuccess;
 }
 
+Result Connection::importMemoryOnce(const std::string& blob, std::shared_ptr<RemoteMemory>* out) {
+  TSR_CHECK(checkAlive("importMemory"));
+  MemoryBlobHeader header;
+  std::string section, whyNot;
+  Result r = parseMemoryBlob(blob, kind_, &header, &section, &whyNot);
+  if (r != tsrSuccess) return addContext(r, "rank %d importing from peer %d", rank(), peer_);
+  // Held across the import, so that two threads asking for one memory import it once.
+  std::lock_guard<std::mutex> lock(importsMutex_);
+  auto it = imports_.find(header.memoryId);
+  if (it != imports_.end()) {
+    std::shared_ptr<RemoteMemory> held = it->second.lock();
+    // A blob that says anything else about the memory is imported (and checked) afresh.
+    if (held) {
+      const MemoryBlobHeader& h = held->header();
+      if (h.contextId == header.contextId && h.ownerRank == header.ownerRank &&
+          h.size == header.size && h.address == header.address && h.kind == header.kind &&
+          h.cudaDevice == header.cudaDevice) {
+        *out = std::move(held);
+        return tsrSuccess;
+      }
+    }
+  }
+  std::shared_ptr<RemoteMemory> fresh;
+  TSR_CHECK(importMemory(blob, &fresh));
+  std::erase_if(imports_, [](const auto& e) { return e.second.expired(); });
+  imports_[header.memoryId] = fresh;
+  *out = std::move(fresh);
+  return tsrSuccess;
+}
+
 Result Connection::put(const RemoteMemory& dst, size_t dstOffset, const Memory& src,
                        size_t srcOffset, size_t bytes) {
   TSR_CHECK(checkAlive("put"));

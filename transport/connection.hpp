@@ -16,7 +16,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "core/deadline.hpp"
@@ -46,6 +48,11 @@ class Connection {
   // peer, or has no section for this transport (the sentence says why the owner could not
   // export it).
   Result importMemory(const std::string& blob, std::shared_ptr<RemoteMemory>* out);
+  // The same, except that a memory this connection imported before through this call and still
+  // holds (a RemoteMemory of it is alive) is not imported again: that RemoteMemory is returned.
+  // Semaphores use it: their counters share slabs, and a slab is mapped once per connection
+  // however many of its slots the peer's semaphores use.
+  Result importMemoryOnce(const std::string& blob, std::shared_ptr<RemoteMemory>* out);
 
   // local src[srcOffset, +bytes) -> peer's dst[dstOffset, +bytes). Returns once issued, as an
   // RDMA put does: the source must stay unchanged, and the data is known to be at the peer, only
@@ -117,6 +124,9 @@ class Connection {
   int peer_;
   TransportKind kind_;
   uint64_t id_;
+  // importMemoryOnce's imports by the peer's memory id (ids are never reused within a context).
+  std::mutex importsMutex_;
+  std::map<uint32_t, std::weak_ptr<RemoteMemory>> imports_;
 };
 
 // Host memcpy / atomics for mapping transports whose memory is host memory (inproc, shm).

@@ -1,5 +1,5 @@
-// TransportContext (context.hpp): creation, transports, selection, connecting, and the
-// semaphore and channel factories. Memory is in context_memory.cpp.
+// TransportContext (context.hpp): creation, transports, selection, connecting, and the channel
+// factories. Memory is in context_memory.cpp, semaphores in context_semaphore.cpp.
 #include "transport/context.hpp"
 
 #include <cstring>
@@ -18,9 +18,6 @@ namespace tessera {
 namespace {
 constexpr Subsys kLogSubsys = Subsys::kTransport;
 
-enum TagPurpose { kTagConnect = 0, kTagMemory = 1, kTagSemaphore = 2 };
-constexpr int kMaxUserTag = (1 << 23) - 1;
-
 struct ConnectHello {
   uint32_t magic;
   uint8_t kind;
@@ -30,8 +27,6 @@ struct ConnectHello {
 };
 constexpr uint32_t kHelloMagic = 0x54534331;  // "TSC1"
 constexpr uint64_t kMaxEndpointBytes = 1 << 20;
-
-int tagOf(int tag, TagPurpose purpose) { return kTransportTagBase + (tag << 4) + purpose; }
 
 }  // namespace
 
@@ -84,6 +79,11 @@ Result TransportContext::create(const TransportContextOptions& options,
 TransportContext::~TransportContext() {
   if (proxy_) proxy_->stop();  // port channels may keep the object, never the thread
   proxy_.reset();
+  {
+    // Slabs whose semaphores are all gone go now, while their transports still exist.
+    std::lock_guard<std::mutex> lock(slabMutex_);
+    for (auto& s : slabs_) s.memory.reset();
+  }
   state_->alive.store(false, std::memory_order_release);
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& t : transports_) t.reset();
@@ -165,9 +165,9 @@ Result TransportContext::connect(int peer, TransportKind kind, std::shared_ptr<C
   if (peer < 0 || peer >= state_->nranks)
     return TSR_FAIL(tsrInvalidArgument, "rank %d: connect to peer %d, not a rank of %d",
                     state_->rank, peer, state_->nranks);
-  if (tag < 0 || tag > kMaxUserTag)
+  if (tag < 0 || tag > kMaxTransportUserTag)
     return TSR_FAIL(tsrInvalidArgument, "rank %d: connect tag %d outside 0..%d", state_->rank, tag,
-                    kMaxUserTag);
+                    kMaxTransportUserTag);
   if (!state_->alive.load()) return TSR_FAIL(tsrInvalidArgument, "connect on a destroyed context");
   Transport* t = nullptr;
   TSR_CHECK(transport(kind, &t));
@@ -183,7 +183,7 @@ Result TransportContext::connect(int peer, TransportKind kind, std::shared_ptr<C
   hello.contextId = state_->contextId;
   hello.endpointBytes = mine.size();
   Bootstrap& b = *bootstrap_;
-  int wireTag = tagOf(tag, kTagConnect);
+  int wireTag = transportTag(tag, TransportTagPurpose::kConnect);
   TSR_CHECK(b.send(peer, wireTag, &hello, sizeof hello));
   if (!mine.empty()) TSR_CHECK(b.send(peer, wireTag, mine.data(), mine.size()));
   ConnectHello theirs{};
@@ -214,14 +214,14 @@ Result TransportContext::connect(int peer, TransportKind kind, std::shared_ptr<C
 
 Result TransportContext::exchangeMemory(Connection& connection, const Memory& mine,
                                         std::shared_ptr<RemoteMemory>* theirs, int tag) {
-  if (tag < 0 || tag > kMaxUserTag)
+  if (tag < 0 || tag > kMaxTransportUserTag)
     return TSR_FAIL(tsrInvalidArgument, "rank %d: exchangeMemory tag %d outside 0..%d",
-                    state_->rank, tag, kMaxUserTag);
+                    state_->rank, tag, kMaxTransportUserTag);
   std::string blob;
   TSR_CHECK(mine.serialize(&blob));
   Bootstrap& b = *bootstrap_;
   int peer = connection.peer();
-  int wireTag = tagOf(tag, kTagMemory);
+  int wireTag = transportTag(tag, TransportTagPurpose::kMemory);
   uint64_t len = blob.size();
   TSR_CHECK(b.send(peer, wireTag, &len, sizeof len));
   TSR_CHECK(b.send(peer, wireTag, blob.data(), blob.size()));
@@ -233,32 +233,6 @@ Result TransportContext::exchangeMemory(Connection& connection, const Memory& mi
   std::string peerBlob(peerLen, '\0');
   TSR_CHECK(b.recv(peer, wireTag, peerBlob.data(), peerBlob.size()));
   return connection.importMemory(peerBlob, theirs);
-}
-
-Result TransportContext::createSemaphore(const std::shared_ptr<Connection>& connection,
-                                         std::shared_ptr<Semaphore>* out, int tag) {
-  if (!connection) return TSR_FAIL(tsrInvalidArgument, "createSemaphore with a null connection");
-  if (connection->context() != state_)
-    return TSR_FAIL(tsrInvalidArgument,
-                    "rank %d: createSemaphore with a connection of another communicator",
-                    state_->rank);
-  MemoryKind kind = MemoryKind::kHost;
-  if (connection->kind() == TransportKind::kCudaIpc || connection->kind() == TransportKind::kP2p)
-    kind = MemoryKind::kCuda;
-  else if (state_->cudaDevice >= 0)
-    kind = MemoryKind::kCudaPinnedHost;  // the GPU waits on it; the peer's proxy adds to it
-  std::shared_ptr<Memory> local;
-  TSR_CHECK(allocate(Semaphore::kBytes, kind, &local));
-  std::shared_ptr<RemoteMemory> remote;
-  Result r = exchangeMemory(*connection, *local, &remote, tag);
-  if (r != tsrSuccess) return addContext(r, "creating a semaphore");
-  uint32_t id;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    id = nextSemaphoreId_++;
-  }
-  *out = std::make_shared<Semaphore>(id, connection, std::move(local), std::move(remote));
-  return tsrSuccess;
 }
 
 Result TransportContext::createMemoryChannel(const std::shared_ptr<Connection>& connection,

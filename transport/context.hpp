@@ -37,6 +37,11 @@ class PortChannel;
 
 // Bootstrap tags of the transport layer: kTransportTagBase + (user tag << 4) + purpose.
 inline constexpr int kTransportTagBase = 1 << 28;
+enum class TransportTagPurpose : int { kConnect = 0, kMemory = 1, kSemaphore = 2 };
+inline constexpr int kMaxTransportUserTag = (1 << 23) - 1;
+inline int transportTag(int userTag, TransportTagPurpose purpose) {
+  return kTransportTagBase + (userTag << 4) + static_cast<int>(purpose);
+}
 
 struct TransportContextOptions {
   Bootstrap* bootstrap = nullptr;  // required; must outlive the context
@@ -82,7 +87,9 @@ class TransportContext {
   Result exchangeMemory(Connection& connection, const Memory& mine,
                         std::shared_ptr<RemoteMemory>* theirs, int tag = 0);
 
-  // Pairwise: a semaphore between this rank and the connection's peer.
+  // Pairwise: a semaphore between this rank and the connection's peer. Its counter is a slot of a
+  // slab the context shares among its semaphores (context_semaphore.cpp), so semaphores cost no
+  // descriptor or import each.
   Result createSemaphore(const std::shared_ptr<Connection>& connection,
                          std::shared_ptr<Semaphore>* out, int tag = 0);
   // Local (no communication): a channel over memory both ranks already exchanged.
@@ -109,6 +116,8 @@ class TransportContext {
  private:
   TransportContext() = default;
   Result finishMemory(std::shared_ptr<Memory> mem, std::shared_ptr<Memory>* out);
+  // A fresh 64-byte slot for a semaphore's counter block: the slab holding it and its offset.
+  Result takeSemaphoreSlot(MemoryKind kind, std::shared_ptr<Memory>* slab, size_t* offset);
 
   std::shared_ptr<ContextState> state_;
   Bootstrap* bootstrap_ = nullptr;
@@ -117,6 +126,14 @@ class TransportContext {
   std::array<std::shared_ptr<Transport>, kTransportKinds> transports_;
   uint32_t nextMemoryId_ = 1;
   uint32_t nextSemaphoreId_ = 1;
+  // The slab of each memory kind that semaphore slots are taken from, and its next free slot.
+  // Earlier slabs are held only by their semaphores (context_semaphore.cpp).
+  struct SemaphoreSlab {
+    std::shared_ptr<Memory> memory;
+    size_t next = 0;
+  };
+  std::mutex slabMutex_;  // not mutex_: a new slab is allocated under it (which takes mutex_)
+  std::array<SemaphoreSlab, 3> slabs_;  // by MemoryKind
   std::mutex proxyMutex_;  // not mutex_: the proxy allocates memory (which takes mutex_)
   std::shared_ptr<ProxyService> proxy_;  // port channels share it; stopped with the context
 };

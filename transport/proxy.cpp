@@ -92,7 +92,8 @@ Result ProxyService::execute(const device::ProxyTrigger& trigger) {
     TSR_CHECK(e.connection->put(*e.remote, trigger.dstOffset, *e.local, trigger.srcOffset,
                                 trigger.bytes));
   if (op & device::kTriggerSignal)
-    TSR_CHECK(e.connection->atomicAdd(*e.semaphore->remote(), Semaphore::kInboundOffset, 1));
+    TSR_CHECK(e.connection->atomicAdd(*e.semaphore->remote(),
+                                      e.semaphore->remoteOffset() + Semaphore::kInboundOffset, 1));
   if (op & device::kTriggerFlush) TSR_CHECK(e.connection->flush());
   if (op & device::kTriggerClose) removeChannel(channel);
   return tsrSuccess;

@@ -9,15 +9,13 @@ namespace {
 constexpr Subsys kLogSubsys = Subsys::kTransport;
 
 // The host reads and writes its own counters directly, except in device memory.
-Result loadWord(const Memory& m, size_t offset, uint64_t* v) {
-  auto* p = reinterpret_cast<uint64_t*>(static_cast<char*>(m.data()) + offset);
+Result loadWord(const Memory& m, const uint64_t* p, uint64_t* v) {
   if (m.kind() == MemoryKind::kCuda) return cudaReadWord(p, v);
   *v = device::loadAcquire(p);
   return tsrSuccess;
 }
 
-Result storeWord(const Memory& m, size_t offset, uint64_t v) {
-  auto* p = reinterpret_cast<uint64_t*>(static_cast<char*>(m.data()) + offset);
+Result storeWord(const Memory& m, uint64_t* p, uint64_t v) {
   if (m.kind() == MemoryKind::kCuda) return cudaWriteWord(p, v);
   device::storeRelaxed(p, v);
   return tsrSuccess;
@@ -25,30 +23,32 @@ Result storeWord(const Memory& m, size_t offset, uint64_t v) {
 }  // namespace
 
 Semaphore::Semaphore(uint32_t id, std::shared_ptr<Connection> connection,
-                     std::shared_ptr<Memory> local, std::shared_ptr<RemoteMemory> remote)
+                     std::shared_ptr<Memory> local, size_t localOffset,
+                     std::shared_ptr<RemoteMemory> remote, size_t remoteOffset)
     : id_(id),
       connection_(std::move(connection)),
       local_(std::move(local)),
-      remote_(std::move(remote)) {
+      localOffset_(localOffset),
+      remote_(std::move(remote)),
+      remoteOffset_(remoteOffset) {
   TransportKind k = connection_->kind();
   parkable_ = local_->kind() == MemoryKind::kHost &&
               (k == TransportKind::kInproc || k == TransportKind::kShm);
 }
 
 Result Semaphore::signal() {
-  TSR_CHECK(connection_->atomicAdd(*remote_, kInboundOffset, 1));
+  TSR_CHECK(connection_->atomicAdd(*remote_, remoteOffset_ + kInboundOffset, 1));
   // The add was sequentially consistent (HostMappedConnection::doAtomicAdd); a peer that parked
   // on its counter raised the flag next to it.
-  if (parkable_ && remote_->mapped() != nullptr)
-    device::hostWakeParked(
-        reinterpret_cast<uint64_t*>(static_cast<char*>(remote_->mapped()) + kInboundOffset),
-        reinterpret_cast<uint32_t*>(static_cast<char*>(remote_->mapped()) + kParkedOffset));
+  if (char* block = remoteBlock(); parkable_ && block != nullptr)
+    device::hostWakeParked(reinterpret_cast<uint64_t*>(block + kInboundOffset),
+                           reinterpret_cast<uint32_t*>(block + kParkedOffset));
   return tsrSuccess;
 }
 
 bool Semaphore::parkable(const uint32_t** word, uint32_t** parked) const {
   if (!parkable_) return false;
-  auto* counter = reinterpret_cast<uint64_t*>(static_cast<char*>(local_->data()) + kInboundOffset);
+  uint64_t* counter = localWord(kInboundOffset);
   *word = device::counterFutexWord(counter);
   *parked = device::counterParkedFlag(counter);
   return true;
@@ -56,22 +56,22 @@ bool Semaphore::parkable(const uint32_t** word, uint32_t** parked) const {
 
 uint64_t Semaphore::received() const {
   uint64_t v = 0;
-  (void)loadWord(*local_, kInboundOffset, &v);
+  (void)loadWord(*local_, localWord(kInboundOffset), &v);
   return v;
 }
 
 uint64_t Semaphore::consumed() const {
   uint64_t v = 0;
-  (void)loadWord(*local_, kExpectedOffset, &v);
+  (void)loadWord(*local_, localWord(kExpectedOffset), &v);
   return v;
 }
 
 bool Semaphore::poll() {
   uint64_t have = 0, used = 0;
-  if (loadWord(*local_, kInboundOffset, &have) != tsrSuccess ||
-      loadWord(*local_, kExpectedOffset, &used) != tsrSuccess || have <= used)
+  if (loadWord(*local_, localWord(kInboundOffset), &have) != tsrSuccess ||
+      loadWord(*local_, localWord(kExpectedOffset), &used) != tsrSuccess || have <= used)
     return false;
-  return storeWord(*local_, kExpectedOffset, used + 1) == tsrSuccess;
+  return storeWord(*local_, localWord(kExpectedOffset), used + 1) == tsrSuccess;
 }
 
 Result Semaphore::wait(double timeoutSeconds) {
@@ -79,15 +79,15 @@ Result Semaphore::wait(double timeoutSeconds) {
   double seconds = timeoutSeconds > 0 ? timeoutSeconds : ctx.timeoutSeconds;
   Deadline deadline = Deadline::after(seconds);
   uint64_t used = 0, have = 0;
-  TSR_CHECK(loadWord(*local_, kExpectedOffset, &used));
+  TSR_CHECK(loadWord(*local_, localWord(kExpectedOffset), &used));
   uint64_t want = used + 1;
   auto lastCheck = Clock::now();
   HostWaiter waiter;
   ParkSet park;
   if (waitSettings().park) (void)addParkWord(&park);
   for (uint32_t iter = 0;; ++iter) {
-    TSR_CHECK(loadWord(*local_, kInboundOffset, &have));
-    if (have >= want) return storeWord(*local_, kExpectedOffset, want);
+    TSR_CHECK(loadWord(*local_, localWord(kInboundOffset), &have));
+    if (have >= want) return storeWord(*local_, localWord(kExpectedOffset), want);
     connection_->progress();
     if ((iter & 31) != 31) {
       if (waiter.idle() == WaitStep::kPoll) continue;
@@ -96,7 +96,7 @@ Result Semaphore::wait(double timeoutSeconds) {
         continue;
       }
       park.arm();
-      TSR_CHECK(loadWord(*local_, kInboundOffset, &have));
+      TSR_CHECK(loadWord(*local_, localWord(kInboundOffset), &have));
       if (have >= want) {
         park.disarm();
         continue;
@@ -137,17 +137,12 @@ bool Semaphore::addParkWord(ParkSet* set) const {
 
 device::SemaphoreDeviceHandle Semaphore::deviceHandle() const {
   device::SemaphoreDeviceHandle h{};
-  auto* base = static_cast<char*>(local_->data());
-  h.inbound = reinterpret_cast<uint64_t*>(base + kInboundOffset);
-  h.expected = reinterpret_cast<uint64_t*>(base + kExpectedOffset);
-  h.remoteInbound =
-      remote_->mapped()
-          ? reinterpret_cast<uint64_t*>(static_cast<char*>(remote_->mapped()) + kInboundOffset)
-          : nullptr;
+  h.inbound = localWord(kInboundOffset);
+  h.expected = localWord(kExpectedOffset);
+  char* block = remoteBlock();
+  h.remoteInbound = block ? reinterpret_cast<uint64_t*>(block + kInboundOffset) : nullptr;
   h.remoteParked =
-      parkable_ && remote_->mapped()
-          ? reinterpret_cast<uint32_t*>(static_cast<char*>(remote_->mapped()) + kParkedOffset)
-          : nullptr;
+      parkable_ && block ? reinterpret_cast<uint32_t*>(block + kParkedOffset) : nullptr;
   return h;
 }
 

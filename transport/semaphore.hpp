@@ -8,6 +8,10 @@
 // On a mapping connection the peer's counter is mapped and the device handle signals directly
 // (a memory semaphore); otherwise signal is the connection's atomicAdd (a port semaphore, whose
 // device handle can only wait; its signals go through a port channel's proxy).
+//
+// A counter block is a 64-byte slot of a slab that the context shares among its semaphores
+// (context_semaphore.cpp says why slots are never reused): local() and remote() are the slabs,
+// localOffset() and remoteOffset() where the two blocks lie in them.
 #pragma once
 
 #include <cstdint>
@@ -26,12 +30,18 @@ class ParkSet;
 class Semaphore {
  public:
   Semaphore(uint32_t id, std::shared_ptr<Connection> connection, std::shared_ptr<Memory> local,
-            std::shared_ptr<RemoteMemory> remote);
+            size_t localOffset, std::shared_ptr<RemoteMemory> remote, size_t remoteOffset);
 
   uint32_t id() const { return id_; }
   int peer() const { return connection_->peer(); }
   const std::shared_ptr<Connection>& connection() const { return connection_; }
+  // The peer's slab holding its counter block, at remoteOffset(); shared with the peer's other
+  // semaphores of this connection.
   const std::shared_ptr<RemoteMemory>& remote() const { return remote_; }
+  size_t remoteOffset() const { return remoteOffset_; }
+  // This side's slab and where its block lies in it.
+  const std::shared_ptr<Memory>& local() const { return local_; }
+  size_t localOffset() const { return localOffset_; }
   // Whether the peer's counter is mapped (signal from a kernel is possible).
   bool mapped() const { return remote_->mapped() != nullptr; }
 
@@ -53,19 +63,29 @@ class Semaphore {
   // full (the waiter must poll).
   bool addParkWord(ParkSet* set) const;
 
-  // The counter's offset inside the registered memory, for a proxy's atomicAdd.
+  // Offsets inside a counter block (add remoteOffset() for the peer's counter in remote()).
   static constexpr size_t kInboundOffset = 0;
   static constexpr size_t kExpectedOffset = 8;
   static constexpr size_t kParkedOffset = device::kSemaphoreParkedOffset;
-  static constexpr size_t kBytes = 64;
+  static constexpr size_t kBytes = 64;  // a block, one slot of a slab
 
   device::SemaphoreDeviceHandle deviceHandle() const;
 
  private:
+  uint64_t* localWord(size_t offset) const {
+    return reinterpret_cast<uint64_t*>(static_cast<char*>(local_->data()) + localOffset_ + offset);
+  }
+  // In the peer's block through the mapping; null where the connection does not map.
+  char* remoteBlock() const {
+    return remote_->mapped() ? static_cast<char*>(remote_->mapped()) + remoteOffset_ : nullptr;
+  }
+
   uint32_t id_;
   std::shared_ptr<Connection> connection_;
   std::shared_ptr<Memory> local_;
+  size_t localOffset_;
   std::shared_ptr<RemoteMemory> remote_;
+  size_t remoteOffset_;
   bool parkable_ = false;
 };
 

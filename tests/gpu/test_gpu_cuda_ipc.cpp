@@ -1,6 +1,7 @@
 // cuda_ipc between forked processes: 2 and 4 ranks sharing GPU 0 (cuMem VMM memory exported as
-// POSIX file descriptors, and cudaMalloc memory exported as legacy IPC handles), and ranks on
-// separate GPUs where there are several.
+// POSIX file descriptors, and cudaMalloc memory exported as legacy IPC handles), ranks on
+// separate GPUs where there are several, and 8 ranks sharing GPU 0 with a few plans' worth of
+// semaphores per pair (their counters share device slabs: descriptors and imports per slab).
 //
 // A forked child cannot use CUDA once its parent has initialized it, and asking whether a GPU
 // exists (cudaGetDeviceCount) initializes the driver. So this binary's own process never calls
@@ -16,6 +17,7 @@
 #include "core/cuda_driver.hpp"
 #include "gpu_transport_body.hpp"
 #include "support/harness.hpp"
+#include "unit/transport/semaphore_scale.hpp"
 #include "unit/transport/transport_test_util.hpp"
 
 namespace tessera::test {
@@ -102,6 +104,26 @@ TEST(GpuCudaIpc, FourProcessesShareGpu0) {
 TEST(GpuCudaIpc, LegacyIpcHandles) {
   SKIP_WITHOUT_GPU_NO_INIT();
   runIpc(2, {0}, true);
+}
+
+// 8 ranks on GPU 0, 32 semaphores per pair (224 per rank): one semaphore used to be a 2 MiB VMM
+// allocation with its exported descriptor (and the fd server's duplicate) on each side.
+TEST(GpuCudaIpc, EightProcessesManySemaphoresShareSlabs) {
+  SKIP_WITHOUT_GPU_NO_INIT();
+  RankOptions options;
+  options.cudaDevices = {0};
+  options.timeoutSeconds = 60;  // kernels of processes on one GPU take turns (time slices)
+  options.runSeconds = 240;
+  SemaphoreScale scale;
+  scale.kind = TransportKind::kCudaIpc;
+  scale.mode = RankMode::kProcesses;
+  scale.perPair = 32;
+  scale.fdBudgetPerRank = 48;  // the driver may open a few of its own on first use
+  scale.importsPerPeer = 2;
+  scale.fdsKeptPerRank = 8;
+  expectAllRanksOk(runTransportRanks(
+      RankMode::kProcesses, 8, [&](TransportContext& ctx) { return manySemaphores(ctx, scale); },
+      options));
 }
 
 TEST(GpuCudaIpc, SeparateGpus) {

@@ -28,24 +28,33 @@ Result CudaConnection::init() {
   if (guard.status() != cudaSuccess)
     return fail(tsrUnhandledCudaError, "cudaSetDevice(%d): %s", device(),
                 cudaErrorText(guard.status()).c_str());
-  cudaError_t e = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
-  if (e != cudaSuccess) {
-    stream_ = nullptr;
-    return fail(tsrUnhandledCudaError, "cudaStreamCreateWithFlags on device %d: %s", device(),
-                cudaErrorText(e).c_str());
+  return tsrSuccess;
+}
+
+Result CudaConnection::stream(cudaStream_t* out) {
+  if (stream_ == nullptr) {
+    cudaStream_t s = nullptr;
+    cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e != cudaSuccess)
+      return fail(tsrUnhandledCudaError, "cudaStreamCreateWithFlags on device %d: %s", device(),
+                  cudaErrorText(e).c_str());
+    stream_ = s;
   }
+  *out = stream_;
   return tsrSuccess;
 }
 
 Result CudaConnection::copy(void* dst, const void* src, size_t bytes, const char* op) {
   std::lock_guard<std::mutex> lock(mutex_);
   CudaDeviceGuard guard(device());
+  cudaStream_t s = nullptr;
+  TSR_CHECK(stream(&s));
   // cudaMemcpyDefault: unified addressing tells device, peer device, pinned or pageable host.
-  cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_);
+  cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
   if (e != cudaSuccess)
     return fail(tsrUnhandledCudaError, "%s of %zu bytes (%p -> %p) on device %d: %s", op, bytes,
                 src, dst, device(), cudaErrorText(e).c_str());
-  Result r = waitStream(stream_, Deadline::after(context()->timeoutSeconds), op);
+  Result r = waitStream(s, Deadline::after(context()->timeoutSeconds), op);
   if (r != tsrSuccess)
     return addContext(r, "%s connection rank %d -> peer %d: ", transportName(kind()), rank(),
                       peer());
@@ -72,11 +81,13 @@ Result CudaConnection::doAtomicAdd(const RemoteMemory& dst, size_t offset, uint6
   auto* word = reinterpret_cast<uint64_t*>(static_cast<char*>(dst.mapped()) + offset);
   std::lock_guard<std::mutex> lock(mutex_);
   CudaDeviceGuard guard(device());
-  cudaError_t e = launchAddWord(word, value, stream_);
+  cudaStream_t s = nullptr;
+  TSR_CHECK(stream(&s));
+  cudaError_t e = launchAddWord(word, value, s);
   if (e != cudaSuccess)
     return fail(tsrUnhandledCudaError, "atomicAdd of %llu at offset %zu of memory %u: %s",
                 static_cast<unsigned long long>(value), offset, dst.id(), cudaErrorText(e).c_str());
-  Result r = waitStream(stream_, Deadline::after(context()->timeoutSeconds), "atomicAdd");
+  Result r = waitStream(s, Deadline::after(context()->timeoutSeconds), "atomicAdd");
   if (r != tsrSuccess)
     return addContext(r, "%s connection rank %d -> peer %d: ", transportName(kind()), rank(),
                       peer());
@@ -85,8 +96,9 @@ Result CudaConnection::doAtomicAdd(const RemoteMemory& dst, size_t offset, uint6
 
 Result CudaConnection::doFlush(const Deadline& deadline) {
   // Every call already waited for its own work; this catches anything left by a call that
-  // timed out.
+  // timed out. No stream yet: nothing was ever issued.
   std::lock_guard<std::mutex> lock(mutex_);
+  if (stream_ == nullptr) return tsrSuccess;
   Result r = waitStream(stream_, deadline, "flush");
   if (r != tsrSuccess)
     return addContext(r, "%s connection rank %d -> peer %d: ", transportName(kind()), rank(),

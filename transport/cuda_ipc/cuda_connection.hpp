@@ -14,6 +14,12 @@
 // Every wait on the stream has the context's deadline. The stream is never the legacy default
 // stream, so a copy never waits for kernels of other streams (another rank's kernel on this GPU
 // may be waiting for exactly this copy).
+//
+// The stream is made at the first host put, get or atomicAdd, not when the connection is: kernels
+// reach peers through the mapping and most connections never need one, while 8 ranks sharing a
+// GPU with 7 peers each would otherwise hold 56 streams, more than the GPU's 32 hardware queues,
+// and a stream that shares a queue with a resident kernel's or one stuck in a stream wait stalls
+// behind it (DESIGN.md, "Known hazards").
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -33,7 +39,8 @@ class CudaConnection : public Connection {
 
  protected:
   CudaConnection(std::shared_ptr<ContextState> context, int peer, TransportKind kind);
-  // Creates the stream on the context's GPU; call once after construction.
+  // Checks that this rank has a GPU and that it can be made current; call once after
+  // construction. Makes no stream (see the file comment).
   Result init();
 
   Result doPut(const RemoteMemory& dst, size_t dstOffset, const Memory& src, size_t srcOffset,
@@ -47,9 +54,11 @@ class CudaConnection : public Connection {
 
  private:
   Result copy(void* dst, const void* src, size_t bytes, const char* op);
+  // The connection's stream, made on first use; mutex_ held and this rank's device current.
+  Result stream(cudaStream_t* out);
 
   std::mutex mutex_;  // an executor and the proxy may call at once; each call waits for its work
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // null until the first operation that needs it (mutex_)
 };
 
 }  // namespace tessera

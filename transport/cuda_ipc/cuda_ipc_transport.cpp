@@ -116,11 +116,14 @@ class CudaIpcConnection final : public CudaConnection {
     if (section.size() != sizeof s + s.addressBytes)
       return fail(tsrInvalidArgument, "cuda_ipc memory section has %zu bytes, expected %zu",
                   section.size(), sizeof s + s.addressBytes);
+    // The guard's cudaSetDevice initializes the device's primary context and makes it current
+    // (CUDA 12 and later, which this build needs), as the cuMem calls below require. Not
+    // cudaFree(nullptr), the older idiom: cudaFree synchronizes the device and so never returns
+    // while a resident kernel runs (DESIGN.md, "Known hazards").
     CudaDeviceGuard guard(device());
-    cudaError_t e = guard.status() == cudaSuccess ? cudaFree(nullptr) : guard.status();
-    if (e != cudaSuccess)
+    if (guard.status() != cudaSuccess)
       return fail(tsrUnhandledCudaError, "starting CUDA on device %d: %s", device(),
-                  cudaErrorText(e).c_str());
+                  cudaErrorText(guard.status()).c_str());
     if (s.type == kVmmFd) {
       if (s.bytes < header.size || s.granularity == 0 || s.bytes % s.granularity != 0)
         return fail(tsrInvalidArgument,
@@ -138,7 +141,7 @@ class CudaIpcConnection final : public CudaConnection {
                     static_cast<unsigned long long>(s.offset),
                     static_cast<unsigned long long>(s.bytes));
       void* base = nullptr;
-      e = cudaIpcOpenMemHandle(&base, s.handle, cudaIpcMemLazyEnablePeerAccess);
+      cudaError_t e = cudaIpcOpenMemHandle(&base, s.handle, cudaIpcMemLazyEnablePeerAccess);
       if (e != cudaSuccess)
         return fail(tsrUnhandledCudaError,
                     "cudaIpcOpenMemHandle for memory %u of the peer's device %d on device %d: %s",

@@ -6,3 +6,5 @@ tessera_transport_test(test_transport_generic SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/test_transport_bad_input.cpp)
 # Semaphore waits that park on a futex and the signals that wake them (src/core/park.hpp).
 tessera_transport_test(test_semaphore_park SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_semaphore_park.cpp)
+# Semaphores at communicator scale: descriptors and imports grow with slabs, not semaphores.
+tessera_transport_test(test_semaphore_pool SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_semaphore_pool.cpp)
