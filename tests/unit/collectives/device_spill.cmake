@@ -4,10 +4,11 @@
 # more, device code only (-fatbin: no host compile, no link), each by its own command so that
 # they run in parallel, for every architecture the library is built for, with ptxas's resource
 # report saved to device_kernels_ptxas/<file>.txt in this build folder. The test
-# device_kernels.no_spill reads those reports and fails, naming kernel and architecture, on any
-# spill or when a kernel is missing. Without CUDA there is nothing to check and that test is not
-# registered. Next to it: the launchers' and stream operations' host-side answers (unit), and the
-# same on a GPU (gpu: resources, wait/write, capture).
+# device_kernels.no_spill reads those reports and fails, naming kernel, architecture and figure,
+# on any spill, on more registers than a CTA of the kernels' launch bound allows, on a stack frame
+# above the limit below, or when a kernel is missing. Without CUDA there is nothing to check and
+# that test is not registered. Next to it: the launchers' and stream operations' host-side
+# answers (unit), and the same on a GPU (gpu: resources, wait/write, capture).
 tessera_unit_test(test_device_kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/device_spill_kernels_test.cpp)
 if(NOT TESSERA_HAVE_CUDA)
   message(STATUS "device_kernels.no_spill: not registered (this build has no CUDA)")
@@ -31,6 +32,28 @@ if(NOT _spill_sources)
 endif()
 # The kernels the reports must hold for every architecture (their names in the mangled symbol).
 set(_spill_kernels residentKernel itemKernel sendRecvItemKernel triggerKernel sendRecvTriggerKernel)
+
+# Registers: the resident and item kernels are compiled with __launch_bounds__(kThreads, 1)
+# (kernels_common.hpp, read here so the limit follows the bound): a CTA of kThreads threads must
+# fit the 65536 registers of an SM (sm_80, sm_90), allocated per thread in multiples of 8, and no
+# thread has more than 255. For kThreads = 256 that is 255. ptxas honours the bound by spilling,
+# so a register count above it means the bound itself went missing.
+file(STRINGS ${PROJECT_SOURCE_DIR}/collectives/exec/device/kernels_common.hpp _spill_bound
+  REGEX "kThreads = [0-9]+")
+if(NOT _spill_bound MATCHES "kThreads = ([0-9]+)")
+  message(FATAL_ERROR "device_kernels.no_spill: no kThreads in kernels_common.hpp")
+endif()
+math(EXPR _spill_max_registers "65536 / ${CMAKE_MATCH_1} / 8 * 8")
+if(_spill_max_registers GREATER 255)
+  set(_spill_max_registers 255)
+endif()
+# Stack frame (per thread, in local memory; not a spill: what the interpreter indexes at run time
+# or passes by address, such as the per-worker pc[] and target_[] arrays of kMaxCtaWorkers
+# entries and the backend object). With CUDA 13, -O2, sm_80 and sm_90 alike: residentKernel 576 B,
+# itemKernel and sendRecvItemKernel 496 B, the triggers 0. The limit leaves a third over the
+# largest, so a change that grows it much (a local array, an uninlined call chain) is seen and
+# the limit raised on purpose, with the new figures here.
+set(_spill_max_stack 768)
 
 # Real architectures only ("90", "80", "90a", "90-real"); virtual-only entries have no ptxas step.
 set(_spill_archs "")
@@ -94,6 +117,7 @@ string(REPLACE ";" "|" _spill_report_arg "${_spill_reports}")
 string(REPLACE ";" "|" _spill_kernel_arg "${_spill_kernels}")
 add_test(NAME device_kernels.no_spill
   COMMAND ${CMAKE_COMMAND} -DREPORTS=${_spill_report_arg} -DARCHS=${_spill_arch_arg}
-    -DKERNELS=${_spill_kernel_arg}
+    -DKERNELS=${_spill_kernel_arg} -DMAX_REGISTERS=${_spill_max_registers}
+    -DMAX_STACK=${_spill_max_stack}
     -P ${CMAKE_CURRENT_LIST_DIR}/device_spill_check.cmake)
 set_tests_properties(device_kernels.no_spill PROPERTIES LABELS unit TIMEOUT 60)

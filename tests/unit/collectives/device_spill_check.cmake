@@ -1,10 +1,14 @@
 # cmake -P helper of device_spill.cmake (the test device_kernels.no_spill): reads ptxas's -v
 # reports of the device executor's kernel files (REPORTS, one per .cu file) and fails, naming the
-# kernel, the architecture and the figure, when a function spills (nonzero "bytes spill stores" or
-# "spill loads"), or when a kernel of KERNELS is missing from the reports for an architecture in
-# ARCHS. Lists arrive joined by "|".
+# kernel, the architecture and the figure, when a function
+#   - spills (nonzero "bytes spill stores" or "spill loads"),
+#   - uses more than MAX_REGISTERS registers per thread (what a CTA of the kernels' launch bound
+#     can hold), or
+#   - has a stack frame above MAX_STACK bytes,
+# or when a kernel of KERNELS is missing from the reports for an architecture in ARCHS. Lists
+# arrive joined by "|".
 cmake_minimum_required(VERSION 3.22)  # policies of a -P script (IN_LIST)
-foreach(v REPORTS ARCHS KERNELS)
+foreach(v REPORTS ARCHS KERNELS MAX_REGISTERS MAX_STACK)
   if(NOT DEFINED ${v} OR "${${v}}" STREQUAL "")
     message(FATAL_ERROR "device_spill_check.cmake: ${v} is not set")
   endif()
@@ -60,17 +64,26 @@ foreach(report IN LISTS reports)
         list(APPEND failures
           "${arch} ${short} (${file}): ${stores} bytes spill stores, ${loads} bytes spill loads")
       endif()
+      if(stack GREATER MAX_STACK)
+        list(APPEND failures
+          "${arch} ${short} (${file}): ${stack} bytes stack frame, above the limit of ${MAX_STACK}")
+      endif()
     elseif(line MATCHES "Used ([0-9]+) registers" AND NOT row STREQUAL "")
       string(APPEND table "${row}, ${CMAKE_MATCH_1} registers\n")
       set(row "")
+      if(CMAKE_MATCH_1 GREATER MAX_REGISTERS)
+        set(why "above the ${MAX_REGISTERS} a CTA of the launch bound can hold")
+        list(APPEND failures "${arch} ${short} (${file}): ${CMAKE_MATCH_1} registers, ${why}")
+      endif()
     endif()
   endforeach()
   if(NOT row STREQUAL "")
     string(APPEND table "${row}\n")
   endif()
 endforeach()
-message(STATUS "ptxas reports:\n${table}  and ${quiet} out-of-line functions with no stack "
-               "frame and no spills")
+message(STATUS "ptxas reports (limits: ${MAX_REGISTERS} registers, ${MAX_STACK} B stack frame, "
+               "no spills):\n${table}  and ${quiet} out-of-line functions with no stack frame "
+               "and no spills")
 
 foreach(a IN LISTS archs)
   foreach(k IN LISTS kernels)
@@ -82,5 +95,6 @@ endforeach()
 
 if(failures)
   list(JOIN failures "\n  " text)
-  message(FATAL_ERROR "the device executor's kernels spill or are missing:\n  ${text}")
+  message(FATAL_ERROR "the device executor's kernels break their resource limits or are "
+                      "missing:\n  ${text}")
 endif()
