@@ -1,6 +1,8 @@
-// Host-callable entry points of the device executor's CUDA kernels (kernels.cu; kernels_none.cpp in
-// a build without CUDA, where every function fails with a sentence saying so). Streams are
-// cudaStream_t passed as void*, so that host code including this header needs no CUDA header.
+// Host-callable entry points of the device executor's CUDA kernels (kernels.cu and the
+// kernels_*.cu files beside it, one per kernel that runs the interpreter, see kernels_common.hpp;
+// kernels_none.cpp in a build without CUDA, where every function fails with a sentence saying
+// so). Streams are cudaStream_t passed as void*, so that host code including this header needs no
+// CUDA header.
 //
 // Kernels:
 //   resident  runScheduler<BlockGroup> over DeviceItemRunner: the persistent grid (one per
@@ -29,7 +31,7 @@ namespace tessera::exec {
 // Whether this build compiled the kernels (CUDA built in).
 bool deviceKernelsBuilt();
 
-// Loads every kernel of kernels.cu now. With lazy module loading (CUDA 12.2+ default) the first
+// Loads every kernel listed above now. With lazy module loading (CUDA 12.2+ default) the first
 // launch of a kernel loads its module, and a load may wait for the device to go idle, which it
 // never does while a resident kernel runs: the executor preloads before it starts one.
 Result preloadDeviceKernels();

@@ -1,10 +1,14 @@
 # The device executor's kernels must not spill (issue 5, "Build": no spills reported by
-# -Xptxas -v in the hot kernels). The build compiles collectives/exec/device/kernels.cu once more,
-# device code only (-fatbin: no host compile, no link), for every architecture the library is
-# built for, with ptxas's resource report saved to device_kernels_ptxas.txt in this build folder;
-# the test device_kernels.no_spill reads that report and fails on any spill. Without CUDA there is
-# nothing to check and that test is not registered. Next to it: the launchers' and stream
-# operations' host-side answers (unit), and the same on a GPU (gpu: resources, wait/write, capture).
+# -Xptxas -v in the hot kernels). The build compiles every CUDA file of the collectives layer
+# (the kernel files of collectives/exec/device, one per interpreter kernel plus kernels.cu) once
+# more, device code only (-fatbin: no host compile, no link), each by its own command so that
+# they run in parallel, for every architecture the library is built for, with ptxas's resource
+# report saved to device_kernels_ptxas/<file>.txt in this build folder. The test
+# device_kernels.no_spill reads those reports and fails, naming kernel, architecture and figure,
+# on any spill, on more registers than a CTA of the kernels' launch bound allows, on a stack frame
+# above the limit below, or when a kernel is missing. Without CUDA there is nothing to check and
+# that test is not registered. Next to it: the launchers' and stream operations' host-side
+# answers (unit), and the same on a GPU (gpu: resources, wait/write, capture).
 tessera_unit_test(test_device_kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/device_spill_kernels_test.cpp)
 if(NOT TESSERA_HAVE_CUDA)
   message(STATUS "device_kernels.no_spill: not registered (this build has no CUDA)")
@@ -12,8 +16,44 @@ if(NOT TESSERA_HAVE_CUDA)
 endif()
 tessera_gpu_test(test_device_kernels_gpu SOURCES ${CMAKE_CURRENT_LIST_DIR}/device_spill_gpu_test.cpp)
 
-set(_spill_source ${PROJECT_SOURCE_DIR}/collectives/exec/device/kernels.cu)
-set(_spill_report ${CMAKE_CURRENT_BINARY_DIR}/device_kernels_ptxas.txt)
+# Every .cu file of the collectives layer, from its target: a kernel file added to
+# collectives/exec/device/sources.cmake is checked without a change here.
+get_target_property(_spill_layer_sources tessera_collectives SOURCES)
+get_target_property(_spill_layer_dir tessera_collectives SOURCE_DIR)
+set(_spill_sources "")
+foreach(s IN LISTS _spill_layer_sources)
+  if(s MATCHES "\\.cu$")
+    cmake_path(ABSOLUTE_PATH s BASE_DIRECTORY ${_spill_layer_dir} NORMALIZE OUTPUT_VARIABLE _abs)
+    list(APPEND _spill_sources ${_abs})
+  endif()
+endforeach()
+if(NOT _spill_sources)
+  message(FATAL_ERROR "device_kernels.no_spill: tessera_collectives has no .cu file")
+endif()
+# The kernels the reports must hold for every architecture (their names in the mangled symbol).
+set(_spill_kernels residentKernel itemKernel sendRecvItemKernel triggerKernel sendRecvTriggerKernel)
+
+# Registers: the resident and item kernels are compiled with __launch_bounds__(kThreads, 1)
+# (kernels_common.hpp, read here so the limit follows the bound): a CTA of kThreads threads must
+# fit the 65536 registers of an SM (sm_80, sm_90), allocated per thread in multiples of 8, and no
+# thread has more than 255. For kThreads = 256 that is 255. ptxas honours the bound by spilling,
+# so a register count above it means the bound itself went missing.
+file(STRINGS ${PROJECT_SOURCE_DIR}/collectives/exec/device/kernels_common.hpp _spill_bound
+  REGEX "kThreads = [0-9]+")
+if(NOT _spill_bound MATCHES "kThreads = ([0-9]+)")
+  message(FATAL_ERROR "device_kernels.no_spill: no kThreads in kernels_common.hpp")
+endif()
+math(EXPR _spill_max_registers "65536 / ${CMAKE_MATCH_1} / 8 * 8")
+if(_spill_max_registers GREATER 255)
+  set(_spill_max_registers 255)
+endif()
+# Stack frame (per thread, in local memory; not a spill: what the interpreter indexes at run time
+# or passes by address, such as the per-worker pc[] and target_[] arrays of kMaxCtaWorkers
+# entries and the backend object). With CUDA 13, -O2, sm_80 and sm_90 alike: residentKernel 576 B,
+# itemKernel and sendRecvItemKernel 496 B, the triggers 0. The limit leaves a third over the
+# largest, so a change that grows it much (a local array, an uninlined call chain) is seen and
+# the limit raised on purpose, with the new figures here.
+set(_spill_max_stack 768)
 
 # Real architectures only ("90", "80", "90a", "90-real"); virtual-only entries have no ptxas step.
 set(_spill_archs "")
@@ -25,14 +65,18 @@ foreach(a IN LISTS CMAKE_CUDA_ARCHITECTURES)
   endif()
 endforeach()
 
-# The headers kernels.cu reaches (the custom command has no compiler depfile): a new header makes
-# CMake re-run anyway, since these globs are re-checked at configure time.
+# The headers the kernel files reach (the custom commands have no compiler depfile): a new header
+# makes CMake re-run anyway, since these globs are re-checked at configure time.
 file(GLOB _spill_headers CONFIGURE_DEPENDS
   ${PROJECT_SOURCE_DIR}/collectives/exec/*.hpp
   ${PROJECT_SOURCE_DIR}/collectives/exec/device/*.hpp
+  ${PROJECT_SOURCE_DIR}/collectives/exec/device/*.cuh
+  ${PROJECT_SOURCE_DIR}/collectives/tuner/*.hpp
+  ${PROJECT_SOURCE_DIR}/include/tessera/*.h
   ${PROJECT_SOURCE_DIR}/include/tessera/device/*.hpp
   ${PROJECT_SOURCE_DIR}/transport/cuda_ipc/*.hpp
-  ${PROJECT_SOURCE_DIR}/src/core/*.hpp)
+  ${PROJECT_SOURCE_DIR}/src/core/*.hpp
+  ${PROJECT_SOURCE_DIR}/src/core/cuda/*.hpp)
 
 # Same include directories and definitions as the library's compile (transitively, from
 # tessera_deps), same user CUDA flags; ptxas optimizes device code the same whatever the host -O.
@@ -44,26 +88,36 @@ string(REPLACE ";" "|" _spill_flags "${CMAKE_CUDA_FLAGS}")
 # for the real compile: an explicit -I/usr/include breaks libstdc++'s #include_next.
 set(_spill_implicit ${CMAKE_CUDA_IMPLICIT_INCLUDE_DIRECTORIES} ${CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES})
 string(REPLACE ";" "|" _spill_implicit "${_spill_implicit}")
-add_custom_command(
-  OUTPUT ${_spill_report}
-  COMMAND ${CMAKE_COMMAND}
-    -DNVCC=${CMAKE_CUDA_COMPILER}
-    -DSOURCE=${_spill_source}
-    -DREPORT=${_spill_report}
-    -DFATBIN=${CMAKE_CURRENT_BINARY_DIR}/device_kernels_ptxas.fatbin
-    -DARCHS=${_spill_arch_arg}
-    "-DINCLUDES=$<JOIN:${_spill_incs},|>"
-    "-DDEFINES=$<JOIN:${_spill_defs},|>"
-    "-DIMPLICIT=${_spill_implicit}"
-    "-DFLAGS=${_spill_flags}"
-    -DSTD=${CMAKE_CUDA_STANDARD}
-    -P ${CMAKE_CURRENT_LIST_DIR}/device_spill_ptxas.cmake
-  DEPENDS ${_spill_source} ${_spill_headers} ${CMAKE_CURRENT_LIST_DIR}/device_spill_ptxas.cmake
-  COMMENT "ptxas -v report of the device executor's kernels (sm ${_spill_archs})"
-  VERBATIM)
-add_custom_target(device_kernels_ptxas ALL DEPENDS ${_spill_report})
+set(_spill_reports "")
+foreach(src IN LISTS _spill_sources)
+  cmake_path(GET src STEM _name)
+  set(_report ${CMAKE_CURRENT_BINARY_DIR}/device_kernels_ptxas/${_name}.txt)
+  add_custom_command(
+    OUTPUT ${_report}
+    COMMAND ${CMAKE_COMMAND}
+      -DNVCC=${CMAKE_CUDA_COMPILER}
+      -DSOURCE=${src}
+      -DREPORT=${_report}
+      -DFATBIN=${CMAKE_CURRENT_BINARY_DIR}/device_kernels_ptxas/${_name}.fatbin
+      -DARCHS=${_spill_arch_arg}
+      "-DINCLUDES=$<JOIN:${_spill_incs},|>"
+      "-DDEFINES=$<JOIN:${_spill_defs},|>"
+      "-DIMPLICIT=${_spill_implicit}"
+      "-DFLAGS=${_spill_flags}"
+      -DSTD=${CMAKE_CUDA_STANDARD}
+      -P ${CMAKE_CURRENT_LIST_DIR}/device_spill_ptxas.cmake
+    DEPENDS ${src} ${_spill_headers} ${CMAKE_CURRENT_LIST_DIR}/device_spill_ptxas.cmake
+    COMMENT "ptxas -v report of ${_name}.cu (sm ${_spill_archs})"
+    VERBATIM)
+  list(APPEND _spill_reports ${_report})
+endforeach()
+add_custom_target(device_kernels_ptxas ALL DEPENDS ${_spill_reports})
 
+string(REPLACE ";" "|" _spill_report_arg "${_spill_reports}")
+string(REPLACE ";" "|" _spill_kernel_arg "${_spill_kernels}")
 add_test(NAME device_kernels.no_spill
-  COMMAND ${CMAKE_COMMAND} -DREPORT=${_spill_report} -DARCHS=${_spill_arch_arg}
+  COMMAND ${CMAKE_COMMAND} -DREPORTS=${_spill_report_arg} -DARCHS=${_spill_arch_arg}
+    -DKERNELS=${_spill_kernel_arg} -DMAX_REGISTERS=${_spill_max_registers}
+    -DMAX_STACK=${_spill_max_stack}
     -P ${CMAKE_CURRENT_LIST_DIR}/device_spill_check.cmake)
 set_tests_properties(device_kernels.no_spill PROPERTIES LABELS unit TIMEOUT 60)

@@ -52,17 +52,22 @@ TEST(DeviceKernels, WithoutCudaStreamOperationsSaySo) {
 }
 
 // The resident and item kernels are compiled with __launch_bounds__(256, 1): more threads, or no
-// CTA at all, is refused with a sentence (the driver would fail the launch less clearly).
+// CTA at all, is refused with a sentence (the driver would fail the launch less clearly). Each
+// launcher lives in its kernel's own file (kernels_common.hpp), so each is asked.
 TEST(DeviceKernels, ShapesBeyondTheLaunchBoundAreRefused) {
   if (!TESSERA_HAVE_CUDA) GTEST_SKIP() << "this build has no CUDA";
   WorkQueueHandle q{};
   WorkItem item{};
+  P2PGroupDesc group{};
   clearLastError();
   EXPECT_EQ(launchResident(q, 0, 2, 1024, nullptr), tsrInvalidArgument);
   EXPECT_TRUE(lastErrorHas("1 to 256 threads")) << lastErrorMessage();
   EXPECT_EQ(launchResident(q, 0, 0, 256, nullptr), tsrInvalidArgument);
   EXPECT_EQ(launchItem(q, item, 2, 0, nullptr), tsrInvalidArgument);
   EXPECT_EQ(launchItem(q, item, 2, 257, nullptr), tsrInvalidArgument);
+  EXPECT_EQ(launchSendRecvItem(q, item, group, 2, 257, nullptr), tsrInvalidArgument);
+  EXPECT_TRUE(lastErrorHas("send/recv item kernel")) << lastErrorMessage();
+  EXPECT_EQ(launchSendRecvItem(q, item, group, 0, 256, nullptr), tsrInvalidArgument);
 }
 
 // With CUDA built in but no usable device, availability is answered with a reason and loading

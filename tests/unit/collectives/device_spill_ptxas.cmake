@@ -7,6 +7,8 @@ foreach(v NVCC SOURCE REPORT FATBIN ARCHS)
   endif()
 endforeach()
 
+get_filename_component(dir ${FATBIN} DIRECTORY)
+file(MAKE_DIRECTORY ${dir})
 set(args -fatbin -o ${FATBIN} -Xptxas -v)
 if(STD)
   list(APPEND args -std=c++${STD})
