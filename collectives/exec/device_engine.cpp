@@ -193,6 +193,7 @@ Result EngineImpl::makeDeviceExecutor() {
     o.timeoutSeconds = timeoutSeconds_;
     o.scratchBytes = scratchBytes_;
     o.p2pSlotBytes = options_.deviceP2PSlotBytes;
+    o.gpuRanksElsewhere = options_.gpuRanksElsewhere;
     int64_t minCtas = options_.minCtas, maxCtas = options_.maxCtas, threads = 256;
     if (minCtas <= 0) TSR_CHECK(envIntOr("TESSERA_MIN_CTAS", 1, &minCtas));
     if (maxCtas <= 0) TSR_CHECK(envIntOr("TESSERA_MAX_CTAS", 2, &maxCtas));

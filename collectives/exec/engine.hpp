@@ -111,6 +111,8 @@ struct EngineOptions {
   // Payload bytes per slot of the device executor's send/recv rings (0: the default, 64 KiB).
   // Every rank must use the same; tests make it small so that messages span many slots.
   size_t deviceP2PSlotBytes = 0;
+  // Ranks of this communicator on this rank's GPU in other processes (the resident-grid check).
+  int gpuRanksElsewhere = 0;
 };
 
 class CollectiveEngine {

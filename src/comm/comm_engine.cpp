@@ -51,6 +51,11 @@ Result CommImpl::collectives(CollectiveEngine** out) {
     o.cudaDevice = cudaDevice() >= 0 ? cudaDevice() : -1;
     o.minCtas = config_.minCTAs;
     o.maxCtas = config_.maxCTAs;
+    const RankPlacement& mine = placements_[static_cast<size_t>(rank())];
+    for (int p = 0; p < nranks(); ++p)
+      if (localityOf(p) == Locality::kSameHost &&
+          sameGpu(mine, placements_[static_cast<size_t>(p)]))
+        ++o.gpuRanksElsewhere;
     std::unique_ptr<CollectiveEngine> engine;
     TSR_CHECK(CollectiveEngine::create(o, &engine));
     for (auto& [id, reg] : registrations_) {

@@ -148,6 +148,26 @@ DeviceExecutor::~DeviceExecutor() {
   s.side->release();
 }
 
+Result residentGridFits(int rank, int device, int ctas, int others, int sms, int ctasPerSm,
+                        int threads) {
+  const int64_t slots = static_cast<int64_t>(sms) * ctasPerSm;
+  if (ctasPerSm < 1)
+    return TSR_FAIL(tsrInvalidUsage,
+                    "rank %d: a CTA of %d threads of the resident kernel does not fit one "
+                    "multiprocessor of device %d: lower TESSERA_DEVICE_THREADS",
+                    rank, threads, device);
+  if (others + ctas > slots)
+    return TSR_FAIL(tsrInvalidUsage,
+                    "rank %d: device %d holds %lld resident CTAs of %d threads at once (%d "
+                    "multiprocessors x %d), and this process's resident grids there would take "
+                    "%d (%d already running, %d for this communicator): every grid must be "
+                    "resident at once, so lower TESSERA_MAX_CTAS (minCTAs / maxCTAs), put fewer "
+                    "ranks on the GPU, or use launch mode (TESSERA_LAUNCH=kernel)",
+                    rank, device, static_cast<long long>(slots), threads, sms, ctasPerSm,
+                    others + ctas, others, ctas);
+  return tsrSuccess;
+}
+
 int DeviceExecutor::registryDevice() const {
   return emulated() ? kEmulatedDevice : options_.cudaDevice;
 }

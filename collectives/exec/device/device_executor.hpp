@@ -68,7 +68,18 @@ struct DeviceExecutorOptions {
   LaunchMode mode = LaunchMode::kPersistent;  // TESSERA_LAUNCH
   uint32_t queueSlots = 256;
   uint64_t p2pSlotBytes = 0;  // payload per send/recv ring slot; 0: kDeviceP2PSlotBytes
+  // Ranks of this communicator on the same GPU in other processes (their grids are resident
+  // beside this one's only under MPS; without it the processes' kernels time-slice).
+  int gpuRanksElsewhere = 0;
 };
+
+// Whether a resident grid of `ctas` CTAs fits on a GPU of `sms` multiprocessors that hold
+// `ctasPerSm` of them each, beside `others` CTAs of this process's resident grids already there:
+// every resident grid must be resident at once (each spins until its peers' grids act), so a grid
+// that does not fit would wait at its first grid barrier until the deadline. tsrInvalidUsage with
+// a sentence when it does not fit.
+Result residentGridFits(int rank, int device, int ctas, int others, int sms, int ctasPerSm,
+                        int threads);
 
 // Send/recv rings (device_p2p.cpp): slots per ordered pair of ranks, and the default payload per
 // slot (the host executor's geometry, collectives/exec/engine_impl.hpp).

@@ -84,6 +84,22 @@ class CudaSide final : public ExecutingSide {
   Result startResident() override {
     CudaDeviceGuard guard(o_.cudaDevice);
     TSR_CHECK(exec::preloadDeviceKernels());
+    // Refused with a sentence rather than met as a grid barrier's deadline: the grids of this
+    // process on the GPU (this one was counted before the launch) must all be resident at once.
+    int perSm = 0, sms = 0;
+    TSR_CHECK(exec::residentKernelOccupancy(o_.cudaDevice, static_cast<uint32_t>(o_.threads),
+                                            &perSm, &sms));
+    const int all = residentGridCtas(o_.cudaDevice);
+    TSR_CHECK(
+        residentGridFits(o_.rank, o_.cudaDevice, o_.ctas, all - o_.ctas, sms, perSm, o_.threads));
+    if (o_.gpuRanksElsewhere > 0 &&
+        static_cast<int64_t>(all) + static_cast<int64_t>(o_.gpuRanksElsewhere) * o_.ctas >
+            static_cast<int64_t>(sms) * perSm)
+      TSR_WARN(
+          "rank %d: %d ranks of other processes share device %d; their resident grids and "
+          "this process's (%d CTAs) exceed its %d resident CTAs, which matters under MPS "
+          "(without it the processes time-slice)",
+          o_.rank, o_.gpuRanksElsewhere, o_.cudaDevice, all, sms * perSm);
     return exec::launchResident(hq_.q, 0, static_cast<uint32_t>(o_.ctas),
                                 static_cast<uint32_t>(o_.threads), stream_);
   }

@@ -15,6 +15,7 @@
 #include "collectives/exec/device/work_queue.hpp"
 #include "core/build_config.hpp"
 #include "core/cuda/cuda_check.hpp"
+#include "core/cuda/device_guard.hpp"
 
 namespace tessera::exec {
 namespace {
@@ -99,6 +100,20 @@ Result launchSendRecvTrigger(const WorkQueueHandle& q, const WorkItem& item, P2P
   sendRecvTriggerKernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(q, item, groups, group,
                                                                         resetDone);
   return devkernels::checkLaunch("send/recv trigger", 1, 1);
+}
+
+Result residentKernelOccupancy(int device, uint32_t threads, int* ctasPerSm, int* sms) {
+  CudaDeviceGuard guard(device);
+  cudaError_t e = guard.status();
+  if (e == cudaSuccess) e = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, device);
+  if (e == cudaSuccess)
+    e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctasPerSm, devkernels::residentKernelFn(),
+                                                      static_cast<int>(threads), 0);
+  if (e != cudaSuccess)
+    return TSR_FAIL(tsrUnhandledCudaError,
+                    "the resident kernel's occupancy on device %d (%u threads per CTA): %s", device,
+                    threads, cudaErrorText(e).c_str());
+  return tsrSuccess;
 }
 
 Result deviceKernelInfo(std::vector<DeviceKernelInfo>* out) {

@@ -48,6 +48,11 @@ Result launchSendRecvTrigger(const WorkQueueHandle& q, const WorkItem& item, P2P
 Result launchSendRecvItem(const WorkQueueHandle& q, const WorkItem& item, const P2PGroupDesc& group,
                           uint32_t nctas, uint32_t threads, void* stream);
 
+// How many CTAs of `threads` threads of the resident kernel one multiprocessor holds at once
+// (cudaOccupancyMaxActiveBlocksPerMultiprocessor), and the device's multiprocessors: every
+// resident grid on a GPU must fit at once (DeviceExecutor's check before a launch).
+Result residentKernelOccupancy(int device, uint32_t threads, int* ctasPerSm, int* sms);
+
 // Per-kernel resources from cudaFuncGetAttributes (for tessera_info and the no-spill test):
 // registers per thread, local (stack + spill) bytes per thread, max threads per block.
 struct DeviceKernelInfo {

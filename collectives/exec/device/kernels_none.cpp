@@ -39,6 +39,10 @@ Result launchSendRecvItem(const WorkQueueHandle&, const WorkItem&, const P2PGrou
   return notBuilt("launch the device executor's send/recv item kernel");
 }
 
+Result residentKernelOccupancy(int, uint32_t, int*, int*) {
+  return notBuilt("ask the resident kernel's occupancy");
+}
+
 Result deviceKernelInfo(std::vector<DeviceKernelInfo>* out) {
   out->clear();
   return tsrSuccess;

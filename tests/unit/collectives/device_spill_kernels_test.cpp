@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/exec/device/device_executor.hpp"
 #include "collectives/exec/device/kernels.hpp"
 #include "collectives/exec/device/stream_ops.hpp"
 #include "core/build_config.hpp"
@@ -17,6 +18,22 @@ namespace {
 
 bool lastErrorHas(const char* text) {
   return std::string(lastErrorMessage()).find(text) != std::string::npos;
+}
+
+// Ranks sharing a GPU: every resident grid must be resident at once. 8 thread ranks of 2 CTAs on
+// an H200 (132 multiprocessors, one 256-thread CTA each at 168 registers) fit; 70 ranks do not,
+// and the refusal says why and what to change, before any launch.
+TEST(DeviceKernels, ResidentGridsThatCannotAllBeResidentAreRefused) {
+  EXPECT_EQ(residentGridFits(0, 0, 2, 14, 132, 1, 256), tsrSuccess) << lastErrorMessage();
+  EXPECT_EQ(residentGridFits(0, 0, 2, 130, 132, 1, 256), tsrSuccess) << lastErrorMessage();
+  clearLastError();
+  EXPECT_EQ(residentGridFits(3, 0, 2, 138, 132, 1, 256), tsrInvalidUsage);
+  EXPECT_TRUE(lastErrorHas("rank 3: device 0 holds 132 resident CTAs")) << lastErrorMessage();
+  EXPECT_TRUE(lastErrorHas("140 (138 already running, 2 for this communicator)"))
+      << lastErrorMessage();
+  EXPECT_TRUE(lastErrorHas("TESSERA_MAX_CTAS")) << lastErrorMessage();
+  EXPECT_EQ(residentGridFits(0, 1, 1, 0, 132, 0, 1024), tsrInvalidUsage);
+  EXPECT_TRUE(lastErrorHas("does not fit one multiprocessor of device 1")) << lastErrorMessage();
 }
 
 TEST(DeviceKernels, BuiltExactlyWhenCudaIs) {
