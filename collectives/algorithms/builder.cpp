@@ -23,6 +23,16 @@ OpWriter& OpWriter::put(const ChunkRef& dst, const ChunkRef& src) {
   return append(std::move(op));
 }
 
+OpWriter& OpWriter::put(const ChunkRef& dst, const ChunkRef& dst2, const ChunkRef& src) {
+  Op op;
+  op.code = OpCode::kPut;
+  op.dst = dst;
+  op.hasDst2 = true;
+  op.dst2 = dst2;
+  op.srcs = {src};
+  return append(std::move(op));
+}
+
 OpWriter& OpWriter::get(const ChunkRef& dst, const ChunkRef& src) {
   Op op;
   op.code = OpCode::kGet;

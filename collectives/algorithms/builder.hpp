@@ -35,6 +35,8 @@ class OpWriter {
   OpWriter(Plan* plan, int rank, int worker) : plan_(plan), rank_(rank), worker_(worker) {}
 
   OpWriter& put(const ChunkRef& dst, const ChunkRef& src);
+  // put that also stores what it sends locally to dst2 (one read of src for both).
+  OpWriter& put(const ChunkRef& dst, const ChunkRef& dst2, const ChunkRef& src);
   OpWriter& get(const ChunkRef& dst, const ChunkRef& src);
   OpWriter& copy(const ChunkRef& dst, const ChunkRef& src);
   OpWriter& reduce(const ChunkRef& dst, std::vector<ChunkRef> srcs);

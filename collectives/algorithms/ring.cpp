@@ -9,10 +9,11 @@
 // over cps = pipeline chunks.
 //
 // Scratch variant: a message goes into the receiver's scratch, then a data signal; the receiver
-// returns a credit after its last read of the slot. Slots cycle through a few scratch segments
-// (allreduce: one for each phase, where no slot is reused within a call), and the initial credit
-// is the reuse distance of the slot sequence (creditsForSlots), so a sender runs that far ahead
-// (see ringSlotCount for why a reduce-scatter ring needs at least two).
+// returns a credit after its last read of the slot. Messages cycle through a few slots (a
+// reduce-scatter or all-gather: a segment each; an all-reduce: `pipeline` chunks each, see
+// allReduceScratch), and the initial credit is the reuse distance of the slot sequence
+// (creditsForSlots), so a sender runs that far ahead (see ringSlotCount for why a ring needs at
+// least two).
 // Zero-copy variant (allreduce, allgather, broadcast): the reduce-scatter reads the partial
 // straight from rank r - 1's output (its own block's start from r - 1's input), the all-gather
 // and the chains put straight into rank r + 1's output. A ready handshake first makes sure a
@@ -128,11 +129,20 @@ RingOrders ringOrders(const GenParams& params, int workers) {
   return o;
 }
 
+// The scratch all-reduce sends 2(n - 1) messages per worker and iteration to the next rank:
+// message s < n is reduce-scatter step s (s = n - 1 carries the complete block), message n + s
+// forwards all-gather step s. Message m of piece p lands in slot (m % slots) * pipeline + p of
+// the receiver's scratch, so a rank's scratch holds slots * pipeline chunks whatever n is, and
+// the slice rule (ops.hpp, sliceElements) gives each chunk an n-th of what a slot per chunk and
+// phase would leave it. The receiver returns a slot's credit after its last read; the reuse
+// distance (creditsForSlots, at least two messages: see ringSlotCount) lets a sender run that
+// many messages ahead of the receiver.
 void allReduceScratch(PlanBuilder& b, int pipeline, const RingOrders& orders) {
   const int n = b.nranks();
-  const int cps = b.cps();
+  const int slotCount = ringSlotCount(2 * (n - 1));
+  auto slot = [&](int message, int p) { return (message % slotCount) * pipeline + p; };
   for (int rank = 0; rank < n; ++rank) {
-    b.useScratch(rank, 2);  // segment 0: reduce-scatter slots, segment 1: all-gather slots
+    b.useScratch(rank, (slotCount * pipeline + b.cps() - 1) / b.cps());
     for (int w = 0; w < b.workers(); ++w) {
       const RingOf ring = orders.of(w, rank);
       const int next = ring.next();
@@ -141,35 +151,39 @@ void allReduceScratch(PlanBuilder& b, int pipeline, const RingOrders& orders) {
       const Channels ch = channelsOf(w);
       OpWriter o = b.ops(rank, w);
       std::vector<int> slots;
-      for (int s = 0; s < n; ++s) {
+      for (int s = 0; s < n; ++s) {  // reduce-scatter: message s; receive prev's message s - 1
         for (int p = pieces.first; p < pieces.end; ++p) {
           const int c = ring.mod(ring.pos - s) * pipeline + p;
+          const ChunkRef to = onRank(next, scratchRef(slot(s, p)));
           if (s == 0) {
-            o.wait(next, ch.credit).put(onRank(next, scratchRef(c)), inRef(c));
-            slots.push_back(c);
+            o.wait(next, ch.credit).put(to, inRef(c));
           } else {
             o.wait(prev, ch.data).wait(next, ch.credit);
+            const std::vector<ChunkRef> srcs{scratchRef(slot(s - 1, p)), inRef(c)};
             if (s < n - 1) {
-              o.reduceSend(onRank(next, scratchRef(c)), {scratchRef(c), inRef(c)});
-              slots.push_back(c);
+              o.reduceSend(to, srcs);
             } else {  // block r + 1 is complete: keep it and start its all-gather
-              o.reduceSend(onRank(next, scratchRef(cps + c)), outRef(c), {scratchRef(c), inRef(c)});
-              slots.push_back(cps + c);
+              o.reduceSend(to, outRef(c), srcs);
             }
           }
+          slots.push_back(slot(s, p));
           o.signal(next, ch.data);
           if (s > 0) o.signal(prev, ch.credit);
         }
       }
-      for (int s = 0; s < n - 1; ++s) {  // all-gather: receive block r - s, forward it
+      for (int s = 0; s < n - 1; ++s) {  // all-gather: receive prev's message n - 1 + s
         for (int p = pieces.first; p < pieces.end; ++p) {
           const int c = ring.mod(ring.pos - s) * pipeline + p;
-          o.wait(prev, ch.data).copy(outRef(c), scratchRef(cps + c)).signal(prev, ch.credit);
-          if (s < n - 2) {
-            o.wait(next, ch.credit).put(onRank(next, scratchRef(cps + c)), outRef(c));
+          const ChunkRef held = scratchRef(slot(n - 1 + s, p));
+          o.wait(prev, ch.data);
+          if (s < n - 2) {  // forward it as message n + s, keeping it in the output on the way
+            o.wait(next, ch.credit).put(onRank(next, scratchRef(slot(n + s, p))), outRef(c), held);
             o.signal(next, ch.data);
-            slots.push_back(cps + c);
+            slots.push_back(slot(n + s, p));
+          } else {
+            o.copy(outRef(c), held);
           }
+          o.signal(prev, ch.credit);
         }
       }
       b.credit(rank, next, ch.credit, creditsForSlots(slots));
@@ -220,30 +234,34 @@ void allReduceZeroCopy(PlanBuilder& b, int pipeline, const RingOrders& orders) {
   }
 }
 
-// reducescatter (reduce = true) or allgather: n - 1 steps around the ring, cps = pipeline.
-void halfRing(PlanBuilder& b, bool reduce, bool zeroCopy) {
+// reducescatter (reduce = true) or allgather: n - 1 steps around each worker's ring (ringOrders:
+// on several hosts the workers' rings leave a host over different NICs), cps = pipeline. Blocks
+// are ranks' blocks, named here by their owner's position in the worker's ring.
+void halfRing(PlanBuilder& b, bool reduce, bool zeroCopy, const RingOrders& orders) {
   const int n = b.nranks();
   const int cps = b.cps();
   const int slotCount = ringSlotCount(n - 1);
   for (int rank = 0; rank < n; ++rank) {
-    const Ring ring{n, rank};
-    const int next = ring.next();
-    const int prev = ring.prev();
     if (!zeroCopy) b.useScratch(rank, slotCount);
     for (int w = 0; w < b.workers(); ++w) {
+      const RingOf ring = orders.of(w, rank);
+      const int next = ring.next();
+      const int prev = ring.prev();
       const Range pieces = splitRange(cps, b.workers(), w);
       const Channels ch = channelsOf(w);
       OpWriter o = b.ops(rank, w);
       std::vector<int> slots;
-      // Message k carries block r - 1 - k (reducescatter: partial; allgather: block r - k).
-      auto block = [&](int k) { return ring.mod(reduce ? rank - 1 - k : rank - k); };
+      // Message k carries the block of position pos - 1 - k (reducescatter: its partial;
+      // allgather: the block of position pos - k); owner(x): the rank at position x.
+      auto owner = [&](int x) { return ring.order[static_cast<size_t>(ring.mod(x))]; };
+      auto blockPos = [&](int k) { return reduce ? ring.pos - 1 - k : ring.pos - k; };
       auto slot = [&](int k, int p) { return (k % slotCount) * cps + p; };
       if (zeroCopy) {
         signalReady(o, ring, ch.ready, false, true);
         o.wait(next, ch.ready);
       }
       for (int p = pieces.first; p < pieces.end; ++p) {
-        const ChunkRef src = inRef(reduce ? block(0) * cps + p : p);
+        const ChunkRef src = inRef(reduce ? owner(blockPos(0)) * cps + p : p);
         if (zeroCopy) {
           o.put(onRank(next, outRef(rank * cps + p)), src);
         } else {
@@ -258,8 +276,8 @@ void halfRing(PlanBuilder& b, bool reduce, bool zeroCopy) {
       }
       for (int k = 0; k < n - 1; ++k) {  // receive message k, forward it as message k + 1
         const bool last = k == n - 2;
+        const int recvBlock = owner(blockPos(k) - 1);  // what prev sent as its message k
         for (int p = pieces.first; p < pieces.end; ++p) {
-          const int recvBlock = ring.mod(block(k) - 1);  // what r - 1 sent as its message k
           o.wait(prev, ch.data);
           if (reduce) {
             const ChunkRef mine = inRef(recvBlock * cps + p);
@@ -276,15 +294,20 @@ void halfRing(PlanBuilder& b, bool reduce, bool zeroCopy) {
             continue;
           }
           const ChunkRef out = outRef(recvBlock * cps + p);
-          if (!zeroCopy) o.copy(out, scratchRef(slot(k, p))).signal(prev, ch.credit);
-          if (last) continue;
           if (zeroCopy) {
-            o.put(onRank(next, out), out);
-          } else {
-            o.wait(next, ch.credit).put(onRank(next, scratchRef(slot(k + 1, p))), out);
-            slots.push_back(slot(k + 1, p));
+            if (last) continue;
+            o.put(onRank(next, out), out).signal(next, ch.data);
+            continue;
           }
-          o.signal(next, ch.data);
+          const ChunkRef held = scratchRef(slot(k, p));
+          if (last) {
+            o.copy(out, held).signal(prev, ch.credit);
+            continue;
+          }
+          // Forward it, keeping it in the output on the way (one read of the slot for both).
+          o.wait(next, ch.credit).put(onRank(next, scratchRef(slot(k + 1, p))), out, held);
+          o.signal(next, ch.data).signal(prev, ch.credit);
+          slots.push_back(slot(k + 1, p));
         }
       }
       if (!zeroCopy) b.credit(rank, next, ch.credit, creditsForSlots(slots));
@@ -402,8 +425,10 @@ Result generateRing(const GenParams& params, Plan* out) {
         allReduceScratch(b, pipeline, ringOrders(params, workers));
       }
       break;
-    case Collective::kReduceScatter: halfRing(b, true, false); break;
-    case Collective::kAllGather: halfRing(b, false, zeroCopy); break;
+    case Collective::kReduceScatter: halfRing(b, true, false, ringOrders(params, workers)); break;
+    case Collective::kAllGather:
+      halfRing(b, false, zeroCopy, ringOrders(params, workers));
+      break;
     case Collective::kBroadcast: broadcastChain(b, zeroCopy); break;
     case Collective::kReduce: reduceChain(b); break;
     case Collective::kAllToAll:

@@ -184,7 +184,7 @@ class CollOperation final : public ExecOperation, public Recycled<CollOperation>
     run_.plan = bp;
     BoundPlan& p = *bp;
     run_.slice =
-        exec::sliceElements(e_->scratchBytes(), p.maxScratchSegments, p.cps, run_.elemSize, count_);
+        exec::sliceElements(e_->scratchBytes(), p.scratchChunks, p.cps, run_.elemSize, count_);
     iters_ = exec::sliceIterations(count_, run_.slice);
   }
 
@@ -200,9 +200,8 @@ class CollOperation final : public ExecOperation, public Recycled<CollOperation>
       if (run_.slice == 0)
         return TSR_FAIL(tsrInvalidUsage,
                         "%s: a scratch of %zu bytes cannot hold one slice of the plan (%d "
-                        "segments of %d chunks of 64 bytes); raise TESSERA_SCRATCH_BYTES",
-                        describe().c_str(), e_->scratchBytes(), run_.plan->maxScratchSegments,
-                        run_.plan->cps);
+                        "scratch chunks of at least 64 bytes); raise TESSERA_SCRATCH_BYTES",
+                        describe().c_str(), e_->scratchBytes(), run_.plan->scratchChunks);
       begun_ = true;
       beginIteration();
     }

@@ -100,16 +100,19 @@ struct SliceLayout {
 
 TSR_INLINE uint64_t minU64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 
-// The slice of a call (plan.hpp, "Slices"): the most elements of a segment one iteration carries,
-// a multiple of cps 64-byte lines that fits maxScratchSegments segments into scratchBytes; the
-// whole count when the plan uses no scratch. 0: the scratch cannot hold one slice. Every executor
-// (host, device, simulated) cuts a call with this rule, so every rank iterates alike.
-TSR_INLINE uint64_t sliceElements(uint64_t scratchBytes, int32_t maxScratchSegments, int32_t cps,
+// The slice of a call (DESIGN.md, "The slice rule"): the most elements of a segment one iteration
+// carries. Each of the plan's scratch chunks (scratchChunks: over all ranks, one past the highest
+// scratch chunk an op names) gets a slot of whole 64-byte lines, all slots fitting scratchBytes,
+// and a slice is cps slots; so a plan that cycles a few slots with credits gets large slices from
+// a small scratch. The whole count when the plan uses no scratch. 0: the scratch cannot hold one
+// slice. Every executor (host, device, simulated) cuts a call with this rule, so every rank
+// iterates alike.
+TSR_INLINE uint64_t sliceElements(uint64_t scratchBytes, int32_t scratchChunks, int32_t cps,
                                   uint64_t elemSize, uint64_t count) {
-  if (maxScratchSegments <= 0) return count;
-  const uint64_t quantum = static_cast<uint64_t>(cps) * (64 / elemSize);
-  const uint64_t fit = scratchBytes / (static_cast<uint64_t>(maxScratchSegments) * elemSize);
-  return fit / quantum * quantum;
+  if (scratchChunks <= 0) return count;
+  const uint64_t line = 64 / elemSize;
+  const uint64_t slot = scratchBytes / (static_cast<uint64_t>(scratchChunks) * elemSize) / line * line;
+  return slot * static_cast<uint64_t>(cps);
 }
 
 // Iterations of a call of `count` elements cut into slices of `slice` (0 when slice is 0).

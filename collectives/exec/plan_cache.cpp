@@ -56,6 +56,22 @@ Result compilePlan(std::shared_ptr<const Plan> planPtr, int rank, BoundPlan* out
   return compilePlan(std::move(planPtr), rank, pairs, out);
 }
 
+int32_t scratchChunksUsed(const Plan& plan) {
+  int32_t chunks = 0;
+  auto use = [&](const ChunkRef& r) {
+    if (r.buffer == BufferKind::kScratch) chunks = std::max(chunks, r.index + r.count);
+  };
+  for (const RankPlan& rp : plan.ranks)
+    for (const Worker& w : rp.workers)
+      for (const Op& op : w.ops) {
+        if (op.code > OpCode::kReduceSend) continue;
+        use(op.dst);
+        if (op.hasDst2) use(op.dst2);
+        for (const ChunkRef& r : op.srcs) use(r);
+      }
+  return chunks;
+}
+
 Result compilePlan(std::shared_ptr<const Plan> planPtr, int rank, const PlanPairs& pairs,
                    BoundPlan* out) {
   const Plan& plan = *planPtr;
@@ -65,9 +81,7 @@ Result compilePlan(std::shared_ptr<const Plan> planPtr, int rank, const PlanPair
   bp.cps = plan.chunksPerSegment;
   bp.label = strprintf("%s %s n=%d", collectiveName(plan.collective),
                        plan.algorithm.empty() ? "custom" : plan.algorithm.c_str(), plan.nranks);
-  bp.maxScratchSegments = 0;
-  for (const RankPlan& rp : plan.ranks)
-    bp.maxScratchSegments = std::max(bp.maxScratchSegments, rp.scratchSegments);
+  bp.scratchChunks = scratchChunksUsed(plan);
 
   // Peers and semaphores, from every rank's program so that both sides of a pair agree.
   bp.slotOf.assign(static_cast<size_t>(plan.nranks), -1);

@@ -49,12 +49,16 @@ struct PlanPairs {
 };
 PlanPairs planPairs(const Plan& plan);
 
+// One past the highest scratch chunk any op of any rank names (0: the plan uses no scratch); the
+// slice rule gives each of these chunks a slot (ops.hpp, sliceElements).
+int32_t scratchChunksUsed(const Plan& plan);
+
 struct BoundPlan {
   std::shared_ptr<const Plan> plan;
   std::string label;  // "allreduce ring n=4"
   int rank = 0;
   int cps = 1;
-  int32_t maxScratchSegments = 0;  // over all ranks: sets the slice (every rank iterates alike)
+  int32_t scratchChunks = 0;  // scratchChunksUsed: sets the slice (every rank iterates alike)
   bool zeroCopy = false;           // refs reach peers' input or output
   uint64_t fingerprint = 0;        // peers check that they bound the same plan
 

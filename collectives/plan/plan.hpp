@@ -40,8 +40,9 @@
 // host); each worker runs its ops in order. A ChunkRef names `count` consecutive chunks
 // [index, index + count) of one buffer of this rank (rank == -1) or of a peer (rank >= 0, the
 // peer's own buffer: a remote reference). Ops apply chunk by chunk.
-//   put        dst (remote) <- srcs[0] (local). Issued; complete at the next flush to that
-//              peer or at a signal to it (a signal lands after the puts before it).
+//   put        dst (remote) <- srcs[0] (local); if dst2 is set, srcs[0] is also stored to dst2
+//              (local) in the same pass. Issued; complete at the next flush to that peer or at
+//              a signal to it (a signal lands after the puts before it).
 //   get        dst (local) <- srcs[0] (remote). Complete when the op ends.
 //   copy       dst <- srcs[0], both local; or srcs[0] remote on a mapping transport (a direct
 //              load from mapped peer memory).
@@ -137,7 +138,7 @@ struct Op {
   int32_t peer = -1;     // signal / wait / flush: the peer; data ops: -1 (the refs say)
   int32_t channel = 0;   // signal / wait: the semaphore channel (0 <= channel < kMaxChannels)
   ChunkRef dst;          // put / get / copy / reduce / reduceSend
-  bool hasDst2 = false;  // reduceSend only: also store the result to dst2 (local)
+  bool hasDst2 = false;  // put / reduceSend: also store what is sent to dst2 (local)
   ChunkRef dst2;
   std::vector<ChunkRef> srcs;  // put/get/copy: exactly one; reduce/reduceSend: two or more
   bool operator==(const Op&) const = default;

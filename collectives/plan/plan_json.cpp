@@ -96,6 +96,7 @@ OJson opJson(const Op& op) {
     case OpCode::kCopy:
       j["src"] = op.srcs.empty() ? OJson::object() : refJson(op.srcs[0]);
       j["dst"] = refJson(op.dst);
+      if (op.hasDst2) j["dst2"] = refJson(op.dst2);
       break;
     case OpCode::kReduce:
     case OpCode::kReduceSend: {

@@ -179,6 +179,17 @@ class Reader {
     return integer(j, path, "count", false, &out->count);
   }
 
+  // The optional "dst2" of a put or reduceSend.
+  Result readDst2(const Json& j, const std::string& path, Op* out) const {
+    const Json* dst2 = nullptr;
+    TSR_CHECK(member(j, path, "dst2", false, &dst2));
+    if (dst2 != nullptr) {
+      out->hasDst2 = true;
+      TSR_CHECK(ref(*dst2, child(path, "dst2"), &out->dst2));
+    }
+    return tsrSuccess;
+  }
+
   Result op(const Json& j, const std::string& path, Op* out) const {
     if (!j.is_object()) {
       return fail(path, "expected an object, found %s %s", typeName(j), shortDump(j).c_str());
@@ -189,11 +200,16 @@ class Reader {
       case OpCode::kPut:
       case OpCode::kGet:
       case OpCode::kCopy: {
-        TSR_CHECK(object(j, path, {"op", "src", "dst"}));
+        if (out->code == OpCode::kPut) {
+          TSR_CHECK(object(j, path, {"op", "src", "dst", "dst2"}));
+        } else {
+          TSR_CHECK(object(j, path, {"op", "src", "dst"}));
+        }
         const Json* src = nullptr;
         TSR_CHECK(member(j, path, "src", true, &src));
         out->srcs.resize(1);
         TSR_CHECK(ref(*src, child(path, "src"), &out->srcs[0]));
+        if (out->code == OpCode::kPut) TSR_CHECK(readDst2(j, path, out));
         break;
       }
       case OpCode::kReduce:
@@ -212,12 +228,7 @@ class Reader {
         for (size_t i = 0; i < srcs->size(); ++i) {
           TSR_CHECK(ref((*srcs)[i], path + strprintf(".srcs[%zu]", i), &out->srcs[i]));
         }
-        const Json* dst2 = nullptr;
-        TSR_CHECK(member(j, path, "dst2", false, &dst2));
-        if (dst2 != nullptr) {
-          out->hasDst2 = true;
-          TSR_CHECK(ref(*dst2, child(path, "dst2"), &out->dst2));
-        }
+        TSR_CHECK(readDst2(j, path, out));
         break;
       }
       case OpCode::kSignal:

@@ -170,8 +170,8 @@ class ShapeChecker {
                               : "%s.srcs: a %s takes exactly %zu source, found %zu",
                       path.str().c_str(), opName(op.code), maxSrcs, op.srcs.size());
     }
-    if (op.hasDst2 && op.code != OpCode::kReduceSend) {
-      return TSR_FAIL(tsrInvalidArgument, "%s.dst2: only reduceSend takes dst2",
+    if (op.hasDst2 && op.code != OpCode::kReduceSend && op.code != OpCode::kPut) {
+      return TSR_FAIL(tsrInvalidArgument, "%s.dst2: only put and reduceSend take dst2",
                       path.str().c_str());
     }
     if (!op.hasDst2 && !(op.dst2 == ChunkRef{})) {

@@ -186,7 +186,7 @@ Result simulate(const SimSpec& spec, SimReport* out) {
       row.bytes = bytesFor(plan->collective, row.count, spec.elemSize, n);
       for (Rank& r : w.ranks) {
         r.count = row.count;
-        r.slice = exec::sliceElements(spec.scratchBytes, r.bp.maxScratchSegments, r.bp.cps,
+        r.slice = exec::sliceElements(spec.scratchBytes, r.bp.scratchChunks, r.bp.cps,
                                       static_cast<uint64_t>(spec.elemSize), row.count);
         r.iterations = r.slice == 0 ? 0 : exec::sliceIterations(row.count, r.slice);
       }
@@ -199,8 +199,8 @@ Result simulate(const SimSpec& spec, SimReport* out) {
         const double es = spec.elemSize, cnt = static_cast<double>(row.count);
         const double segsIn = inputSegments(plan->collective, n);
         const double segsOut = outputSegments(plan->collective, n);
-        const double scratch = static_cast<double>(w.ranks[0].bp.maxScratchSegments) *
-                               static_cast<double>(w.ranks[0].slice) * es;
+        const double scratch = static_cast<double>(w.ranks[0].bp.scratchChunks) *
+                               static_cast<double>(w.ranks[0].slice / w.ranks[0].bp.cps) * es;
         const double node = mm.ranksPerNode * ((segsIn + segsOut) * cnt * es + scratch);
         if (node <= mm.cacheBytes) {
           w.copyGBs = mm.cacheCopyGBs;
@@ -209,10 +209,9 @@ Result simulate(const SimSpec& spec, SimReport* out) {
       }
       if (row.count > 0 && w.ranks[0].slice == 0) {
         w.failure = strprintf(
-            "a scratch of %llu bytes cannot hold one slice of the plan (%d segments of %d chunks "
-            "of 64 bytes); raise --scratch-bytes",
-            static_cast<unsigned long long>(spec.scratchBytes), w.ranks[0].bp.maxScratchSegments,
-            w.ranks[0].bp.cps);
+            "a scratch of %llu bytes cannot hold one slice of the plan (%d scratch chunks of at "
+            "least 64 bytes); raise --scratch-bytes",
+            static_cast<unsigned long long>(spec.scratchBytes), w.ranks[0].bp.scratchChunks);
         sg4::Actor::kill_all();
         return;
       }

@@ -240,13 +240,13 @@ Result DeviceExecutor::enqueue(const CollCall& call, const std::shared_ptr<const
   item.count = call.count;
   // The slice as every executor cuts it (ops.hpp, sliceElements): every rank alike.
   item.slice =
-      exec::sliceElements(options_.scratchBytes, bp.maxScratchSegments, bp.cps, es, call.count);
+      exec::sliceElements(options_.scratchBytes, bp.scratchChunks, bp.cps, es, call.count);
   if (item.slice == 0)
     return TSR_FAIL(tsrInvalidUsage,
                     "rank %d: %s (call %llu): a scratch of %zu bytes cannot hold one slice of the "
-                    "plan (%d segments of %d chunks of 64 bytes); raise TESSERA_SCRATCH_BYTES",
+                    "plan (%d scratch chunks of at least 64 bytes); raise TESSERA_SCRATCH_BYTES",
                     options_.rank, bp.label.c_str(), static_cast<unsigned long long>(callNo),
-                    options_.scratchBytes, bp.maxScratchSegments, bp.cps);
+                    options_.scratchBytes, bp.scratchChunks);
   item.iters = exec::sliceIterations(call.count, item.slice);
   item.callNo = callNo;
   item.root = call.root;

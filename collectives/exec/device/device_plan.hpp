@@ -58,7 +58,7 @@ struct DevicePlan {
   int32_t workers;
   int32_t cps;
   int32_t maxSrcs;
-  int32_t maxScratchSegments;  // over all ranks: sets the slice
+  int32_t scratchChunks;  // scratchChunksUsed (plan_cache.hpp): sets the slice
   int32_t rank;
   int32_t nranks;
   char* scratch;  // this rank's scratch (nullptr: none)

@@ -66,9 +66,10 @@ bool World::setup() {
   // The slice, as host_executor.cpp's choosePlan, for a scratch of scratchQuanta quanta.
   const BoundPlan& b0 = ranks_[0]->bp;
   const uint64_t quantum = static_cast<uint64_t>(b0.cps) * (64 / elem_);
-  const uint64_t segs = static_cast<uint64_t>(std::max(b0.maxScratchSegments, 1));
-  const uint64_t scratchBytes = segs * quantum * cfg_.scratchQuanta * elem_;
-  slice_ = b0.maxScratchSegments > 0 ? cfg_.scratchQuanta * quantum : cfg_.count;
+  // A slot of scratchQuanta lines for every scratch chunk the plan names (ops.hpp, sliceElements).
+  const uint64_t chunks = static_cast<uint64_t>(std::max(b0.scratchChunks, 1));
+  const uint64_t scratchBytes = chunks * cfg_.scratchQuanta * 64;
+  slice_ = b0.scratchChunks > 0 ? cfg_.scratchQuanta * quantum : cfg_.count;
   iters_ = (cfg_.count + slice_ - 1) / slice_;
   // Counters of every semaphore first: the maps must not grow while ranks run.
   for (int r = 0; r < n; ++r)
@@ -137,7 +138,7 @@ bool World::setup() {
     d.workers = bp.workers();
     d.cps = bp.cps;
     d.maxSrcs = bp.maxSrcs;
-    d.maxScratchSegments = bp.maxScratchSegments;
+    d.scratchChunks = bp.scratchChunks;
     d.rank = r;
     d.nranks = n;
     d.scratch = reinterpret_cast<char*>(st.scratch.data());

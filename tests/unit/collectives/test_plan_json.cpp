@@ -70,7 +70,10 @@ TEST_F(PlanJson, RoundTripsExactly) {
   Op rs = dataOp(OpCode::kReduceSend, {local(kIn, 0), local(kScr, 1)}, remote(2, kScr, 0));
   rs.hasDst2 = true;
   rs.dst2 = local(kOut, 0);
-  plans[0].ranks[1].workers.push_back(Worker{{rs, flush(2), barrier()}});
+  Op put = dataOp(OpCode::kPut, {local(kScr, 1)}, remote(2, kScr, 0));  // forward and keep
+  put.hasDst2 = true;
+  put.dst2 = local(kOut, 1);
+  plans[0].ranks[1].workers.push_back(Worker{{rs, put, flush(2), barrier()}});
   for (const Plan& p : plans) {
     for (bool pretty : {true, false}) {
       std::string text = toJson(p, pretty);

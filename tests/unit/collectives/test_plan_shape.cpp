@@ -234,7 +234,7 @@ TEST(PlanShape, RejectsBadOperandsAndRemoteRules) {
                    }),
                    "ops[4].dst2.rank: dst2 must be local");
   expectShapeError(broken([](auto& o) { o[4].hasDst2 = true; }),
-                   "ops[4].dst2: only reduceSend takes dst2");
+                   "ops[4].dst2: only put and reduceSend take dst2");
   expectShapeError(broken([](auto& o) { o[4].dst2.index = 1; }),
                    "ops[4].dst2: set but hasDst2 is false");
   expectShapeError(broken([](auto& o) { o[1].peer = 2; }), "ops[1].peer: a put takes no peer");
