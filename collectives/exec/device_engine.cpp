@@ -191,11 +191,13 @@ Result EngineImpl::makeDeviceExecutor() {
     o.nranks = nranks_;
     o.cudaDevice = options_.deviceEmulation ? -1 : options_.cudaDevice;
     o.timeoutSeconds = timeoutSeconds_;
-    o.scratchBytes = scratchBytes_;
+    o.scratchBytes = deviceScratchBytes_;
     o.p2pSlotBytes = options_.deviceP2PSlotBytes;
     o.gpuRanksElsewhere = options_.gpuRanksElsewhere;
     int64_t minCtas = options_.minCtas, maxCtas = options_.maxCtas, threads = 256;
     if (minCtas <= 0) TSR_CHECK(envIntOr("TESSERA_MIN_CTAS", 1, &minCtas));
+    if (maxCtas <= 0 && envRaw("TESSERA_MAX_CTAS") == nullptr)
+      maxCtas = o.cudaDevice >= 0 ? kDeviceCtas : 2;  // emulated CTAs are host threads
     if (maxCtas <= 0) TSR_CHECK(envIntOr("TESSERA_MAX_CTAS", 2, &maxCtas));
     TSR_CHECK(envIntOr("TESSERA_DEVICE_THREADS", 256, &threads));
     // TESSERA_MAX_CTAS is the grid's size, at least TESSERA_MIN_CTAS (env_registry.cpp).

@@ -117,10 +117,15 @@ Result EngineImpl::init() {
   timeoutSeconds_ = options_.timeoutSeconds > 0 ? options_.timeoutSeconds : 300;
   int64_t v = 0;
   if (options_.scratchBytes > 0) {
-    scratchBytes_ = options_.scratchBytes;
+    scratchBytes_ = deviceScratchBytes_ = options_.scratchBytes;
   } else {
     TSR_CHECK(envInt("TESSERA_SCRATCH_BYTES", &v));
     scratchBytes_ = static_cast<size_t>(v);
+    // A GPU's staged plans want large slices (a step's signal costs microseconds): its default
+    // is its own (kDeviceScratchBytes); a value the user set applies to both executors.
+    const bool gpu = !options_.deviceEmulation && options_.cudaDevice >= 0;
+    deviceScratchBytes_ =
+        gpu && envRaw("TESSERA_SCRATCH_BYTES") == nullptr ? kDeviceScratchBytes : scratchBytes_;
   }
   TSR_CHECK(envInt("TESSERA_ZERO_COPY_MIN_BYTES", &v));
   zeroCopyMinBytes_ = static_cast<uint64_t>(v);

@@ -90,6 +90,14 @@ Result runOperations(const std::vector<Operation*>& ops, double timeoutSeconds);
 // The same for one operation (a call outside a group: no container to build).
 Result runOperation(Operation* op, double timeoutSeconds);
 
+// The device executor's defaults on a GPU (DESIGN.md, "Device defaults"). A staged step costs a
+// put's latency and a signal (microseconds on NVLink), so slices must be large: with 32 MiB
+// tessera_sim puts the staged ring all-reduce on 8 x H100 at 356 GB/s busbw at 1 GiB against 341
+// with 16 MiB and 217 with 2 MiB (simulated). 8 CTAs: one ring per CTA, and on several nodes the
+// rings leave a node over 8 different NICs (a DGX's 8 rails).
+inline constexpr size_t kDeviceScratchBytes = size_t{32} << 20;
+inline constexpr int kDeviceCtas = 8;
+
 struct EngineOptions {
   TransportContext* transports = nullptr;  // required; outlives the engine
   int rank = 0;
@@ -99,13 +107,16 @@ struct EngineOptions {
   // TESSERA_DUMP_ON_TIMEOUT signals; empty: none).
   std::vector<int> peerPids;
   double timeoutSeconds = 300;  // every wait's deadline
-  size_t scratchBytes = 0;      // per plan; 0: TESSERA_SCRATCH_BYTES
+  // Staging memory per plan and rank; 0: TESSERA_SCRATCH_BYTES, or where that is unset, 2 MiB on
+  // the host executor and the emulated device executor and kDeviceScratchBytes on a GPU.
+  size_t scratchBytes = 0;
   // The device executor (enqueue): this rank's GPU, or -1. With deviceEmulation it runs on host
   // threads over host memory instead (tests; the GPU is not touched).
   int cudaDevice = -1;
   bool deviceEmulation = false;
   // Resident CTAs of the device executor: 0 takes TESSERA_MIN_CTAS / TESSERA_MAX_CTAS (the
-  // communicator's config fields minCTAs / maxCTAs when set).
+  // communicator's config fields minCTAs / maxCTAs when set), or where those are unset
+  // kDeviceCtas on a GPU and 2 in the emulation (whose CTAs are host threads).
   int minCtas = 0;
   int maxCtas = 0;
   // Payload bytes per slot of the device executor's send/recv rings (0: the default, 64 KiB).

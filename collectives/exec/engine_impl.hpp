@@ -256,6 +256,8 @@ class EngineImpl final : public CollectiveEngine {
   ExecProfile& profile() { return profile_; }
   double timeoutSeconds() const { return timeoutSeconds_; }
   size_t scratchBytes() const { return scratchBytes_; }
+  // The device executor's scratch per plan (EngineOptions::scratchBytes).
+  size_t deviceScratchBytes() const { return deviceScratchBytes_; }
   TransportContext& transports() { return *ctx_; }
 
   // Turns: operations run in start order.
@@ -358,6 +360,7 @@ class EngineImpl final : public CollectiveEngine {
   int nranks_ = 1;
   double timeoutSeconds_ = 300;
   size_t scratchBytes_ = 0;
+  size_t deviceScratchBytes_ = 0;
   uint64_t zeroCopyMinBytes_ = 0;
   TransportKind intraHost_ = TransportKind::kShm;
   TransportKind interHost_ = TransportKind::kUcx;

@@ -152,6 +152,23 @@ PlanChoice* Planner::remember(const ChoiceKey& key, PlanChoice choice) {
   return c;
 }
 
+PlanKey planKeyOf(ExecKind kind, Collective c, int root, Staging staging, const TuneChoice& choice,
+                  int minWorkers) {
+  // One CTA runs one worker at a time: a plan with fewer workers than CTAs leaves CTAs idle, so
+  // families with independent streams of work (the two trees) get as many workers as there are
+  // CTAs, up to two, and the device ring one ring per CTA (ringOrders: on several hosts each
+  // leaves a host over another NIC), each with a piece of every block (pipeline >= workers).
+  int workers = std::max(choice.workers, std::min(2, minWorkers));
+  int pipeline = choice.pipeline;
+  if (kind == ExecKind::kDevice && choice.algorithm == "ring") {
+    workers = std::max(workers, minWorkers);
+    pipeline = std::max(pipeline, workers);
+  }
+  return PlanKey{c,       choice.algorithm,
+                 root,    pipeline,
+                 workers, choice.zeroCopy && staging != Staging::kScratch};
+}
+
 Result Planner::choose(ExecKind kind, Collective c, size_t bytes, int root, Staging staging,
                        TransportClasses classes, int minWorkers, PlanChoice** out) {
   if (std::memcmp(&tuner_.params(), &snapshot_, sizeof snapshot_) != 0) {
@@ -190,13 +207,7 @@ Result Planner::choose(ExecKind kind, Collective c, size_t bytes, int root, Stag
       return tsrSuccess;
     }
   }
-  // One CTA runs one worker at a time: a plan with fewer workers than CTAs leaves CTAs idle, so
-  // families with independent streams of work (ring's two directions, the two trees) get as many
-  // workers as there are CTAs, up to two.
-  int workers = std::max(choice.workers, std::min(2, minWorkers));
-  PlanKey pk{c,       choice.algorithm,
-             root,    choice.pipeline,
-             workers, choice.zeroCopy && staging != Staging::kScratch};
+  const PlanKey pk = planKeyOf(kind, c, root, staging, choice, minWorkers);
   PlanChoice pc;
   TSR_CHECK(generated(pk, &pc.plan));
   pc.ll = kind == ExecKind::kDevice && choice.protocol == Protocol::kLL;

@@ -32,6 +32,12 @@ enum class ExecKind : uint8_t { kHost, kDevice };
 // threads of one process), or zero-copy through cross-memory attach. Device calls always stage.
 enum class Staging : uint8_t { kScratch, kZeroCopy, kCross };
 
+// The plan a tuner choice runs as (family, pipeline, workers, zero-copy) on an executor whose
+// grid has `minWorkers` CTAs (0 or 1 on the host executor). Planner::choose generates it, and
+// tessera_sim simulates the same plan for the product's choice.
+PlanKey planKeyOf(ExecKind kind, Collective c, int root, Staging staging, const TuneChoice& choice,
+                  int minWorkers);
+
 // What the tuner chose for a call shape, kept while the tuner's parameters stay the same.
 struct PlanChoice {
   std::shared_ptr<const Plan> plan;  // verified; null: no candidate (kCross where staging wins)

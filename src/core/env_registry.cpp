@@ -141,8 +141,9 @@ constexpr EnvVarInfo kRegistry[] = {
      nullptr, 1, 64, nullptr},
     {"TESSERA_MAX_CTAS", EnvType::kInt, "2",
      "default of tsrConfig_t.maxCTAs: the device executor's grid has this many CTAs (at least "
-     "minCTAs); a plan's workers are spread over them. Ranks sharing one GPU each hold a grid, "
-     "and every grid must be resident at once",
+     "minCTAs); a plan's workers are spread over them. Unset: 8 on a GPU (a ring per CTA, "
+     "crossing between nodes over 8 NICs), 2 in the device emulation. Ranks sharing one GPU "
+     "each hold a grid, and every grid must be resident at once",
      nullptr, 1, 64, nullptr},
     {"TESSERA_LAUNCH", EnvType::kEnum, "PERSISTENT",
      "how the device executor runs calls on device buffers (case-insensitive): persistent: a "
@@ -269,7 +270,8 @@ constexpr EnvVarInfo kRegistry[] = {
     {"TESSERA_SCRATCH_BYTES", EnvType::kInt, "2097152",
      "bytes of staging memory per plan and rank; larger messages are pipelined through it in "
      "slices (2 MiB: on the CI machine class 8 MiB halved all-gather bandwidth, the slices no "
-     "longer staying in cache between the two copies)",
+     "longer staying in cache between the two copies). Unset, the device executor on a GPU "
+     "takes 32 MiB (a staged step costs a signal's microseconds: it needs large slices)",
      nullptr, 4096, 1099511627776.0, nullptr},
 };
 

@@ -102,7 +102,7 @@ Result buildImage(DeviceExecutor* ex, int ctas, DeviceBoundPlan* dbp) {
   dp.workers = bp.workers();
   dp.cps = bp.cps;
   dp.maxSrcs = bp.maxSrcs;
-  dp.maxScratchSegments = bp.maxScratchSegments;
+  dp.scratchChunks = bp.scratchChunks;
   dp.rank = bp.rank;
   dp.nranks = bp.plan->nranks;
   dp.scratch = dbp->scratch ? static_cast<char*>(dbp->scratch->data()) : nullptr;
@@ -170,7 +170,7 @@ Result bindDevicePlan(DeviceExecutor* ex, std::shared_ptr<const Plan> plan, int 
   BoundPlan& bp = dbp->compiled;
   TSR_CHECK(checkLimits(bp, rank, ctas));
   TransportContext& ctx = e->transports();
-  const size_t scratchBytes = e->scratchBytes();
+  const size_t scratchBytes = e->deviceScratchBytes();
   if (bp.plan->ranks[static_cast<size_t>(rank)].scratchSegments > 0) {
     TSR_CHECK(ex->allocate(scratchBytes, &dbp->scratch));
     bp.scratchBase = static_cast<char*>(dbp->scratch->data());

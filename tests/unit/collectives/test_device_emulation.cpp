@@ -4,6 +4,7 @@
 // executor's bit for bit and the serial reference.
 #include <gtest/gtest.h>
 
+#include "collectives/exec/planner.hpp"
 #include "support/harness.hpp"
 #include "test_device_emulation_common.hpp"
 #include "test_exec_common.hpp"
@@ -122,6 +123,54 @@ TEST(DeviceEmulation, ProcessesOverUcxPortChannels) {
   test::ScopedEnv transport("TESSERA_TRANSPORT", "ucx");
   test::ScopedEnv tls("UCX_TLS", "tcp");
   overProcesses(2);
+}
+
+// The planner gives the device ring one worker (one ring) per CTA, each with a piece of every
+// block; other families and the host executor keep theirs.
+TEST(DevicePlanner, RingGetsARingPerCta) {
+  TuneChoice ring;
+  ring.algorithm = "ring";
+  const PlanKey dev = planKeyOf(ExecKind::kDevice, Collective::kAllReduce, 0, Staging::kScratch,
+                                ring, 8);
+  EXPECT_EQ(dev.workers, 8);
+  EXPECT_GE(dev.pipeline, 8);
+  EXPECT_FALSE(dev.zeroCopy);
+  const PlanKey host =
+      planKeyOf(ExecKind::kHost, Collective::kAllReduce, 0, Staging::kScratch, ring, 0);
+  EXPECT_EQ(host.workers, 1);
+  EXPECT_EQ(host.pipeline, 1);
+  TuneChoice tree;
+  tree.algorithm = "tree";
+  tree.workers = 2;
+  EXPECT_EQ(planKeyOf(ExecKind::kDevice, Collective::kAllReduce, 0, Staging::kScratch, tree, 8)
+                .workers,
+            2);
+}
+
+// The staged rings as the device executor runs them by default (a ring per CTA, messages cycling
+// two slots per phase under credits), through a scratch so small that a call takes tens of
+// slices, at 2, 4 and 8 thread ranks, in and out of place, against the serial reference.
+TEST(DeviceEmulation, RingPerCtaThroughASmallScratch) {
+  test::ScopedEnv algo("TESSERA_ALGO", "allreduce:ring;reducescatter:ring;allgather:ring");
+  for (int n : {2, 4, 8}) {
+    auto results = test::runTransportRanks(RankMode::kThreads, n, [&](TransportContext& ctx) {
+      std::unique_ptr<CollectiveEngine> e;
+      DevSetup setup;
+      setup.ctas = 4;
+      setup.scratchBytes = 4096;
+      TT_CHECK_OK(makeDeviceEngine(ctx, setup, &e));
+      int salt = 0;
+      for (Collective coll :
+           {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather})
+        for (bool inPlace : {false, true}) {
+          DevCase c{coll, "", tsrFloat32, RedKind::kSum, 20011, 0, inPlace, ++salt};
+          std::string err = runDeviceCase(*e, ctx.rank(), n, c);
+          if (!err.empty()) return err;
+        }
+      return std::string();
+    });
+    test::expectAllRanksOk(results);
+  }
 }
 
 TEST(DeviceEmulation, LaunchMode) {
