@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/exec/engine.hpp"
+#include "collectives/exec/planner.hpp"
 #include "collectives/plan/plan_json.hpp"
 #include "collectives/sim/calibrate.hpp"
 #include "collectives/sim/simulator.hpp"
@@ -32,6 +34,8 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
+// The usage names the device executor's defaults.
+static_assert(kDeviceCtas == 8 && kDeviceScratchBytes == 32u << 20, "update kUsage");
 constexpr const char* kUsage =
     "usage: tessera_sim [--coll C] [--algo A | --plan FILE] [--nranks N | --nodes K]\n"
     "                   [--platform P | --machine FILE] [-b MIN] [-e MAX] [-f FACTOR]\n"
@@ -41,8 +45,11 @@ constexpr const char* kUsage =
     "  Simulates a collective plan on a machine model and prints nccl-tests' columns (size,\n"
     "  count, time, algbw, busbw) with the busiest resource (link or memory) per size.\n"
     "  --coll        allreduce (default), reducescatter, allgather, broadcast, reduce, alltoall\n"
-    "  --algo        a generator family (default ring): ring, tree, rhd, oneshot, twoshot,\n"
-    "                pairwise, hier (hier: nodes are its hosts)\n"
+    "  --algo        a generator family: ring, tree, rhd, oneshot, twoshot, pairwise, hier\n"
+    "                (hier: nodes are its hosts). Without --algo, --plan, --zero-copy,\n"
+    "                --workers and --pipeline on a GPU machine: what tessera runs for device\n"
+    "                buffers there (the tuner's choice per size, the device executor's 8 CTAs\n"
+    "                and 32 MiB scratch), the plan named per row; on a CPU machine: ring\n"
     "  --plan        a plan file (tessera_plan generate / a hand-written plan); it is verified\n"
     "                first (tessera_plan verify says the same), up to 64 ranks\n"
     "  --platform    dgx-h100 (default), dgx-a100, hgx-h200 (8 GPUs per node), this-host\n"
@@ -53,6 +60,7 @@ constexpr const char* kUsage =
     "  -b -e -f      sizes from MIN to MAX bytes, times FACTOR (default 8 B .. 256 MiB, x2);\n"
     "                K, M, G suffixes\n"
     "  --workers     workers (channels, CTAs) per rank the plan spreads over (default 1)\n"
+    "  --scratch-bytes  staging memory per rank and plan (default 2M; the device choice: 32M)\n"
     "  --json        the report as JSON on standard output\n"
     "  --compare     a perf binary's -J output: adds its out-of-place time and the error per row\n"
     "  --show-machine  print the machine (JSON) and exit\n"
@@ -134,6 +142,77 @@ std::string timeText(double us) {
   return b;
 }
 
+bool sameKey(const PlanKey& a, const PlanKey& b) { return !(a < b) && !(b < a); }
+
+// What tessera runs for device buffers on machine m (spec.sizes, spec.collective): the tuner's
+// choice per size with its built-in parameters (the simulated machine is not this host), made
+// into a plan as Planner::choose makes it for a grid of kDeviceCtas CTAs, every rank one process
+// on its GPU (cuda_ipc within a node, UCX between nodes). Runs of sizes with the same plan are
+// simulated together; plans[i] names row i's plan. A size the tuner gives LL is simulated as its
+// Simple fallback and says so: the simulator has no model of LL.
+Result simulateDeviceChoice(const SimSpec& spec, SimReport* rep, std::vector<std::string>* plans) {
+  const Machine& m = spec.machine;
+  Tuner tuner;
+  TuneInput in;
+  in.collective = spec.collective;
+  in.nranks = m.nranks();
+  in.root = collectiveHasRoot(spec.collective) ? spec.root : 0;
+  for (int r = 0; r < in.nranks; ++r) in.hostOf.push_back(m.nodeOf(r));
+  in.intraHost = TransportKind::kCudaIpc;
+  in.interHost = TransportKind::kUcx;
+  in.deviceExecutor = true;
+  struct Pick {
+    PlanKey key;
+    bool ll = false;
+  };
+  auto pick = [&](uint64_t bytes, Pick* out) -> Result {
+    in.bytes = bytes;
+    TuneChoice choice;
+    TSR_CHECK(tuner.choose(in, &choice));
+    out->key = planKeyOf(ExecKind::kDevice, spec.collective, in.root, Staging::kScratch, choice,
+                         kDeviceCtas);
+    out->ll = choice.protocol == Protocol::kLL;
+    return tsrSuccess;
+  };
+  *rep = SimReport{};
+  plans->clear();
+  std::vector<std::string> names;
+  for (size_t i = 0; i < spec.sizes.size();) {
+    Pick first;
+    TSR_CHECK(pick(spec.sizes[i], &first));
+    std::vector<bool> ll{first.ll};
+    size_t j = i + 1;
+    for (; j < spec.sizes.size(); ++j) {
+      Pick next;
+      TSR_CHECK(pick(spec.sizes[j], &next));
+      if (!sameKey(next.key, first.key)) break;
+      ll.push_back(next.ll);
+    }
+    SimSpec part = spec;
+    part.algorithm = first.key.algorithm;
+    part.pipeline = first.key.pipeline;
+    part.workers = first.key.workers;
+    part.zeroCopy = first.key.zeroCopy;
+    part.sizes.assign(spec.sizes.begin() + static_cast<std::ptrdiff_t>(i),
+                      spec.sizes.begin() + static_cast<std::ptrdiff_t>(j));
+    SimReport r;
+    TSR_CHECK(simulateForked(part, &r));  // SimGrid: one simulation per process
+    for (size_t k = 0; k < r.rows.size(); ++k) {
+      rep->rows.push_back(r.rows[k]);
+      plans->push_back(k < ll.size() && ll[k] ? r.plan + " (tuner: LL, not simulated)" : r.plan);
+    }
+    if (names.empty() || names.back() != r.plan) names.push_back(r.plan);
+    rep->events += r.events;
+    rep->wallSeconds += r.wallSeconds;
+    rep->simSeconds += r.simSeconds;
+    i = j;
+  }
+  rep->plan = "the device choice";
+  for (size_t k = 0; k < names.size(); ++k) rep->plan += (k == 0 ? " (" : ", ") + names[k];
+  if (!names.empty()) rep->plan += ")";
+  return tsrSuccess;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -143,6 +222,7 @@ int main(int argc, char** argv) {
   uint64_t minBytes = 8, maxBytes = 256ull << 20;
   double factor = 2;
   bool json = false, showMachine = false;
+  bool algoGiven = false, workersGiven = false, pipelineGiven = false, scratchGiven = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char** v) {
@@ -168,6 +248,7 @@ int main(int argc, char** argv) {
       coll = v;
     } else if (a == "--algo") {
       spec.algorithm = v;
+      algoGiven = true;
     } else if (a == "--plan") {
       planFile = v;
     } else if (a == "--platform") {
@@ -185,8 +266,10 @@ int main(int argc, char** argv) {
     } else if (a == "--pipeline") {
       if (!parseInt(v, 0, kMaxChunksPerSegment, &spec.pipeline))
         return usage("--pipeline: expected 0..4096");
+      pipelineGiven = true;
     } else if (a == "--workers") {
       if (!parseInt(v, 1, kMaxWorkers, &spec.workers)) return usage("--workers: expected 1..64");
+      workersGiven = true;
     } else if (a == "--root") {
       if (!parseInt(v, 0, kMaxSimRanks, &spec.root)) return usage("--root: expected a rank");
     } else if (a == "--elem-size") {
@@ -194,6 +277,7 @@ int main(int argc, char** argv) {
     } else if (a == "--scratch-bytes") {
       if (!parseSize(v, &spec.scratchBytes) || spec.scratchBytes == 0)
         return usage("--scratch-bytes: expected a size");
+      scratchGiven = true;
     } else if (a == "-b" || a == "--minbytes") {
       if (!parseSize(v, &minBytes)) return usage("-b: expected a size (8, 64K, 256M)");
     } else if (a == "-e" || a == "--maxbytes") {
@@ -269,7 +353,15 @@ int main(int argc, char** argv) {
   if (!compareFile.empty() && readMeasured(compareFile, &measured) != kExitOk) return kExitFailed;
 
   SimReport rep;
-  if (simulate(spec, &rep) != tsrSuccess) return failed("simulation");
+  std::vector<std::string> rowPlans;  // the device choice: each row's plan
+  const bool deviceChoice = m.kind == MachineKind::kGpu && !algoGiven && planFile.empty() &&
+                            !spec.zeroCopy && !workersGiven && !pipelineGiven;
+  if (deviceChoice) {
+    if (!scratchGiven) spec.scratchBytes = kDeviceScratchBytes;
+    if (simulateDeviceChoice(spec, &rep, &rowPlans) != tsrSuccess) return failed("simulation");
+  } else if (simulate(spec, &rep) != tsrSuccess) {
+    return failed("simulation");
+  }
 
   const bool compare = !compareFile.empty();
   std::vector<double> errors;
@@ -293,6 +385,7 @@ int main(int argc, char** argv) {
                             {"busbw_gbps", r.busbw},
                             {"bottleneck", r.bottleneck},
                             {"bottleneck_busy", r.bottleneckBusy}};
+      if (deviceChoice) row["plan"] = rowPlans[static_cast<size_t>(&r - rep.rows.data())];
       auto it = measured.find(r.bytes);
       if (it != measured.end() && it->second > 0) {
         row["measured_us"] = it->second;
@@ -310,8 +403,9 @@ int main(int argc, char** argv) {
   std::printf("# tessera_sim: %s on %s (%d nodes x %d ranks)\n", rep.plan.c_str(), m.name.c_str(),
               m.nodes, m.ranksPerNode);
   std::printf("# machine: %s\n", m.source.c_str());
-  std::printf("# %10s  %12s  %6s  %10s  %7s  %7s  %5s  %s%s\n", "size", "count", "iters", "time",
-              "algbw", "busbw", "busy", "bottleneck", compare ? "  measured  error" : "");
+  std::printf("# %10s  %12s  %6s  %10s  %7s  %7s  %5s  %s%s%s\n", "size", "count", "iters", "time",
+              "algbw", "busbw", "busy", "bottleneck", compare ? "  measured  error" : "",
+              deviceChoice ? "  plan" : "");
   std::printf("# %10s  %12s  %6s  %10s  %7s  %7s  %5s  %s%s\n", "(B)", "(elements)", "", "(us)",
               "(GB/s)", "(GB/s)", "(%)", "", compare ? "      (us)    (%)" : "");
   for (const SimRow& r : rep.rows) {
@@ -329,6 +423,8 @@ int main(int argc, char** argv) {
         std::printf("  %8s  %6s", "N/A", "N/A");
       }
     }
+    if (deviceChoice)
+      std::printf("  %s", rowPlans[static_cast<size_t>(&r - rep.rows.data())].c_str());
     std::printf("\n");
   }
   if (compare && !errors.empty()) {
