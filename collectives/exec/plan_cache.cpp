@@ -56,22 +56,6 @@ Result compilePlan(std::shared_ptr<const Plan> planPtr, int rank, BoundPlan* out
   return compilePlan(std::move(planPtr), rank, pairs, out);
 }
 
-int32_t scratchChunksUsed(const Plan& plan) {
-  int32_t chunks = 0;
-  auto use = [&](const ChunkRef& r) {
-    if (r.buffer == BufferKind::kScratch) chunks = std::max(chunks, r.index + r.count);
-  };
-  for (const RankPlan& rp : plan.ranks)
-    for (const Worker& w : rp.workers)
-      for (const Op& op : w.ops) {
-        if (op.code > OpCode::kReduceSend) continue;
-        use(op.dst);
-        if (op.hasDst2) use(op.dst2);
-        for (const ChunkRef& r : op.srcs) use(r);
-      }
-  return chunks;
-}
-
 Result compilePlan(std::shared_ptr<const Plan> planPtr, int rank, const PlanPairs& pairs,
                    BoundPlan* out) {
   const Plan& plan = *planPtr;

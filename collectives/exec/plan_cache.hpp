@@ -49,10 +49,6 @@ struct PlanPairs {
 };
 PlanPairs planPairs(const Plan& plan);
 
-// One past the highest scratch chunk any op of any rank names (0: the plan uses no scratch); the
-// slice rule gives each of these chunks a slot (ops.hpp, sliceElements).
-int32_t scratchChunksUsed(const Plan& plan);
-
 struct BoundPlan {
   std::shared_ptr<const Plan> plan;
   std::string label;  // "allreduce ring n=4"

@@ -171,4 +171,20 @@ std::string describeOp(const Op& op) {
   return s;
 }
 
+int32_t scratchChunksUsed(const Plan& plan) {
+  int32_t chunks = 0;
+  auto use = [&](const ChunkRef& r) {
+    if (r.buffer == BufferKind::kScratch) chunks = std::max(chunks, r.index + r.count);
+  };
+  for (const RankPlan& rp : plan.ranks)
+    for (const Worker& w : rp.workers)
+      for (const Op& op : w.ops) {
+        if (op.code > OpCode::kReduceSend) continue;  // signals, waits, flushes, barriers
+        use(op.dst);
+        if (op.hasDst2) use(op.dst2);
+        for (const ChunkRef& r : op.srcs) use(r);
+      }
+  return chunks;
+}
+
 }  // namespace tessera

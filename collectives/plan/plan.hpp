@@ -199,6 +199,9 @@ int32_t inputSegments(Collective c, int nranks);
 int32_t outputSegments(Collective c, int nranks);
 // Chunks of a buffer = segments * chunksPerSegment.
 int64_t bufferChunks(const Plan& p, int rank, BufferKind b);
+// One past the highest scratch chunk any op of any rank names (0: the plan uses no scratch); the
+// slice rule gives each of these chunks a slot (DESIGN.md, "The slice rule").
+int32_t scratchChunksUsed(const Plan& plan);
 
 // Element range of chunk `chunk` of a buffer with `cps` chunks per segment, for a segment of
 // `unit` elements: the offset of the chunk inside its segment and its length.

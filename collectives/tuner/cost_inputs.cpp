@@ -13,16 +13,20 @@ constexpr Subsys kLogSubsys = Subsys::kTuning;
 
 // Placeholders until transport_perf has measured the CI machine class (2 cores, host memory):
 // a step's latency is one signal round through the semaphore, bandwidth one stream's memcpy-like
-// rate. inproc and shm move bytes through host memory; ucx here runs over TCP; cuda_ipc and p2p
-// are GPU links (PCIe to NVLink class: a few microseconds, tens of GB/s). A TESSERA_TUNER_FILE
-// replaces them with numbers for the machine at hand (no measurement at init yet).
+// rate. inproc and shm move bytes through host memory; ucx here runs over TCP. cuda_ipc and p2p
+// are the device executor's links within a node, set to an H100 SXM5's NVLink4 as tessera_sim's
+// dgx-h100 preset models it (450 GB/s per direction at the efficiency calibrated on NCCL's ring,
+// 0.8386: 377 GB/s; a step is a put over two NVLink hops and a signal back, 0.5 us per hop:
+// 2 us); none of them measured by tessera on a GPU yet, and a PCIe machine (tens of GB/s) needs
+// its own numbers. A TESSERA_TUNER_FILE replaces them with numbers for the machine at hand (no
+// measurement at init yet).
 TunerParams defaultTunerParams() {
   TunerParams p;
   p.links[static_cast<size_t>(TransportKind::kInproc)] = LinkModel{0.3, 8.0};
   p.links[static_cast<size_t>(TransportKind::kShm)] = LinkModel{0.5, 6.0};
   p.links[static_cast<size_t>(TransportKind::kUcx)] = LinkModel{25.0, 1.0};
-  p.links[static_cast<size_t>(TransportKind::kCudaIpc)] = LinkModel{3.0, 40.0};
-  p.links[static_cast<size_t>(TransportKind::kP2p)] = LinkModel{2.0, 80.0};
+  p.links[static_cast<size_t>(TransportKind::kCudaIpc)] = LinkModel{2.0, 377.0};
+  p.links[static_cast<size_t>(TransportKind::kP2p)] = LinkModel{2.0, 377.0};
   p.gammaGBs = 4.0;
   p.callOverheadUs = 0.3;
   return p;

@@ -6,15 +6,22 @@
 // n = ranks, H = hosts, m = most ranks on one host, P = pipeline (pieces per step).
 // A link L has latency a_L (alphaUs) and bandwidth b_L (betaGBs, as bytes per microsecond);
 // within a host L = intraHost (i), between hosts L = interHost (e). The inter-host bandwidth is
-// the host's: k ranks of one host crossing at once get b_e / k each. g = reduction throughput
-// (gammaGBs); c = local copy throughput; o = call overhead, added to every family.
+// the host's: k ranks of one host crossing at once get b_e / k each. Device calls: e is one NIC
+// (deviceNet) and the host has N of them (TuneInput::nicsPerHost, rails): k crossing ranks get
+// b_e / ceil(k / N) each. g = reduction throughput (gammaGBs; device calls: deviceGammaGBs, the
+// GPU's memory); c = local copy throughput (device calls: deviceCopyGBs); o = call overhead,
+// added to every family. Device calls price the ring as TuneInput::workers concurrent rings.
+// A staged call through a scratch (TuneInput::scratchBytes) runs once per slice: I =
+// ceil(segment / slice) calls of B / I each.
 // Staged plans (not zero-copy) pay a copy at c where data lands in scratch (s = c below); the
 // zero-copy forms (hasZeroCopyForm) put into or read from user buffers directly (s = 0).
 // h = kHalfBandwidthBytes: the link time each piece beyond the first wastes.
 //
 // Building blocks:
 //   overlapStep(L, tx, pr): one step moving data in tx and processing it in pr, in P pieces
-//     that overlap transfer and processing: a + (P-1)(a + h/b) + max(tx, pr) + min(tx, pr)/P
+//     that overlap transfer and processing: a + (P-1)(a + h/b) + max(tx, pr) + min(tx, pr)/P;
+//     spread over W concurrent streams (the device ring's rings, one per CTA), each stream's
+//     pieces follow one another: a + (ceil(P/W)-1)(a + h/b) + max(tx, pr) + min(tx, pr)/P
 //   concurrent(S, D, L, r): S dependent steps in which every rank moves D bytes over L and
 //     processes them at rate r (reduce: g, copy-out: s, none: 0): S overlapStep(D/b, D/r)
 //   pipeline: pieces of d = B/P crossing a series of stages; the first piece pays every stage
@@ -26,6 +33,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
 
 #include "collectives/tuner/ll_limits.hpp"
 
@@ -47,16 +55,25 @@ Link shared(Link l, int streams) {
   return l;
 }
 
+// k streams leaving a host over its `nics` NICs (one per stream while they last): each NIC
+// carries ceil(k / nics) of them.
+Link overNics(Link l, int streams, int nics) {
+  const int n = std::max(nics, 1);
+  return shared(l, (std::max(streams, 1) + n - 1) / n);
+}
+
 double perUs(double bytes, double rate) { return rate > 0 ? bytes / rate : 0.0; }
 double pieceWaste(const Link& l) { return l.alpha + kHalfBandwidthBytes / l.bytesUs; }
 
-double overlapStep(const Link& l, double tx, double pr, int pieces) {
-  return l.alpha + (pieces - 1) * pieceWaste(l) + std::max(tx, pr) + std::min(tx, pr) / pieces;
+double overlapStep(const Link& l, double tx, double pr, int pieces, int streams = 1) {
+  const int serial = (pieces + streams - 1) / std::max(streams, 1);
+  return l.alpha + (serial - 1) * pieceWaste(l) + std::max(tx, pr) + std::min(tx, pr) / pieces;
 }
 
-double concurrent(int steps, double bytes, int pieces, const Link& l, double rate) {
+double concurrent(int steps, double bytes, int pieces, const Link& l, double rate,
+                  int streams = 1) {
   if (steps <= 0) return 0;
-  return steps * overlapStep(l, bytes / l.bytesUs, perUs(bytes, rate), pieces);
+  return steps * overlapStep(l, bytes / l.bytesUs, perUs(bytes, rate), pieces, streams);
 }
 
 // The pipeline block: stages are added in order, each `count` times.
@@ -77,14 +94,19 @@ int ceilLog2(int n) {
 struct Model {
   const TuneInput& in;
   const HostLayout& hl;
-  Link intra, inter;
-  double g, s;  // reduce rate; copy rate of staged plans (0: zero-copy, no copy)
+  Link intra, inter;  // inter: the host's link (host calls) or one NIC (device calls)
+  double g, s;        // reduce rate; copy rate of staged plans (0: zero-copy, no copy)
   int n, p;
   double b;
+  int nics = 1;  // NICs the host's crossing streams spread over
 
   // The link of a step in which every rank r talks to r + dist (mod n): within the host when no
   // pair crosses, else the inter-host link shared by the busiest host's crossing ranks.
-  Link stepLink(int dist) const {
+  Link stepLink(int dist) const { return stepLink(dist, 1); }
+  // The same when the step's bytes travel in `streams` rings at once (the device ring's workers,
+  // which ringOrders rotates within each host so that they leave it from different ranks): the
+  // host's crossing streams multiply, each carrying 1/streams of the bytes.
+  Link stepLink(int dist, int streams) const {
     if (hl.hosts < 2) return intra;
     std::array<uint16_t, kMaxPlanRanks> crossing{};  // per host
     int busiest = 0;
@@ -93,7 +115,10 @@ struct Model {
         uint16_t& k = crossing[static_cast<size_t>(hl.hostOf[static_cast<size_t>(r)])];
         busiest = std::max(busiest, static_cast<int>(++k));
       }
-    return busiest == 0 ? intra : shared(inter, busiest);
+    if (busiest == 0) return intra;
+    Link l = overNics(inter, busiest * streams, nics);
+    l.bytesUs *= streams;
+    return l;
   }
 
   // ring: reduce-scatter then all-gather around the ring, 2(n-1) steps of B/n (allreduce);
@@ -104,13 +129,15 @@ struct Model {
   // the root, resp. out of it), each hop taking a piece at the edge's link then copying (s) or
   // reducing (g) it.
   double ring() const {
-    Link l = stepLink(1);
+    // The device ring: a ring per CTA (TuneInput::workers), min(W, P) streams.
+    const int w = in.deviceExecutor ? std::min(std::max(in.workers, 1), p) : 1;
+    Link l = stepLink(1, w);
     double blk = b / n;
     switch (in.collective) {
       case Collective::kAllReduce:
-        return concurrent(n - 1, blk, p, l, g) + concurrent(n - 1, blk, p, l, s);
-      case Collective::kReduceScatter: return concurrent(n - 1, blk, p, l, g);
-      case Collective::kAllGather: return concurrent(n - 1, blk, p, l, s);
+        return concurrent(n - 1, blk, p, l, g, w) + concurrent(n - 1, blk, p, l, s, w);
+      case Collective::kReduceScatter: return concurrent(n - 1, blk, p, l, g, w);
+      case Collective::kAllGather: return concurrent(n - 1, blk, p, l, s, w);
       case Collective::kBroadcast:
       case Collective::kReduce: {
         double rate = in.collective == Collective::kReduce ? g : s, d = b / p;
@@ -175,7 +202,7 @@ struct Model {
   // intra-host link, the others' over the inter-host link that the host's m ranks share.
   double fanIn(double bytes) const {
     double local = (hl.maxLocal - 1) * bytes / intra.bytesUs;
-    double remote = (n - hl.maxLocal) * bytes / shared(inter, hl.maxLocal).bytesUs;
+    double remote = (n - hl.maxLocal) * bytes / overNics(inter, hl.maxLocal, nics).bytesUs;
     return local + remote;
   }
   Link peerLink() const { return hl.hosts > 1 ? inter : intra; }
@@ -184,14 +211,16 @@ struct Model {
   // pass at s):
   //   allreduce, reduce  [B/s] + overlapStep(fanIn(B), (n-1) B/g)   each rank (the root)
   //                                                                  combines every input
-  //   allgather          [B/(n s)] + overlapStep(fanIn(B/n), 0)
+  //   allgather          [B/(n s)] + overlapStep(fanIn(B/n), [(n-1) B/(n s)])  (staged: the
+  //                                                  n-1 blocks are copied out of the scratch)
   //   broadcast          [B/s] + overlapStep(fanIn(B), 0)            the root serves n-1 peers
   double oneShot() const {
     Link l = peerLink();
     switch (in.collective) {
       case Collective::kAllReduce:
       case Collective::kReduce: return perUs(b, s) + overlapStep(l, fanIn(b), (n - 1) * b / g, p);
-      case Collective::kAllGather: return perUs(b / n, s) + overlapStep(l, fanIn(b / n), 0, p);
+      case Collective::kAllGather:
+        return perUs(b / n, s) + overlapStep(l, fanIn(b / n), perUs((n - 1) * b / n, s), p);
       case Collective::kBroadcast: return perUs(b, s) + overlapStep(l, fanIn(b), 0, p);
       default: return -1;
     }
@@ -221,7 +250,7 @@ struct Model {
     if (in.collective != Collective::kAllToAll) return -1;
     int local = hl.hosts > 1 ? hl.maxLocal : n;
     return concurrent(local - 1, b / n, p, intra, s) +
-           concurrent(n - local, b / n, p, shared(inter, local), s);
+           concurrent(n - local, b / n, p, overNics(inter, local, nics), s);
   }
 
   double hier() const;
@@ -331,33 +360,53 @@ double llCostUs(const TunerParams& params, const TuneInput& in, const HostLayout
   const double p = static_cast<double>(payload), n = layout.nranks;
   const double wire = (n - 1) * 2 * p / l.bytesUs;
   const bool reduces = collectiveReduces(in.collective);
-  const double reduce = reduces ? (n - 1) * p / (params.gammaGBs * 1e3) : 0;
+  const double reduce = reduces ? (n - 1) * p / (params.deviceGammaGBs * 1e3) : 0;
   return params.callOverheadUs + l.alpha / 2 + wire + reduce;
 }
 
 constexpr double kHostHalvingPenalty = 1.4;
 
 double familyCostUs(const TunerParams& params, const TuneInput& in, const HostLayout& layout,
-                    CostFamily family, int pipeline, bool zeroCopy) {
+                    CostFamily family, int pipeline, bool zeroCopy, double sliceBytes) {
   Link intra = linkOf(params, in.intraHost);
   Link inter = layout.hosts > 1 ? linkOf(params, in.interHost) : intra;
+  int nics = 1;
+  if (in.deviceExecutor && layout.hosts > 1) {  // one NIC per link, the host's NICs as rails
+    inter = Link{params.deviceNet.alphaUs, params.deviceNet.betaGBs * 1e3};
+    nics = std::min(std::max(in.nicsPerHost, 1), layout.maxLocal);
+  }
   // A local copy runs at host memory speed, or at the intra-host link's when that is faster
-  // (device memory behind cuda_ipc / p2p).
-  double copy = std::max(linkOf(params, TransportKind::kInproc).bytesUs, intra.bytesUs);
+  // (device memory behind cuda_ipc / p2p); on the device executor, at the GPU's memory speed.
+  double copy = in.deviceExecutor
+                    ? params.deviceCopyGBs * 1e3
+                    : std::max(linkOf(params, TransportKind::kInproc).bytesUs, intra.bytesUs);
+  const double gamma = (in.deviceExecutor ? params.deviceGammaGBs : params.gammaGBs) * 1e3;
   // Cross-memory attach: every move of a zero-copy form within the host is a kernel copy.
   if (zeroCopy && in.crossMemory) {
     intra = Link{params.crossMemory.alphaUs, params.crossMemory.betaGBs * 1e3};
     if (layout.hosts < 2) inter = intra;
   }
+  // A staged call of more than one slice runs as `iterations` calls of a slice each, every one
+  // paying its steps' latencies (the ring's credits let a sender run a message ahead into the
+  // next iteration, which this leaves out: it is charged as the others).
+  double iterations = 1;
+  if (!zeroCopy && sliceBytes > 0) {
+    const bool blocks = in.collective == Collective::kAllGather ||
+                        in.collective == Collective::kReduceScatter ||
+                        in.collective == Collective::kAllToAll;
+    const double segment = static_cast<double>(in.bytes) / (blocks ? layout.nranks : 1);
+    iterations = std::max(1.0, std::ceil(segment / sliceBytes));
+  }
   Model m{in,
           layout,
           intra,
           inter,
-          params.gammaGBs * 1e3,
+          gamma,
           zeroCopy ? 0.0 : copy,
           layout.nranks,
           std::max(pipeline, 1),
-          static_cast<double>(in.bytes)};
+          static_cast<double>(in.bytes) / iterations,
+          nics};
   double t = -1;
   switch (family) {
     case CostFamily::kRing: t = m.ring(); break;
@@ -369,6 +418,7 @@ double familyCostUs(const TunerParams& params, const TuneInput& in, const HostLa
     case CostFamily::kHier: t = m.hier(); break;
     case CostFamily::kUnknown: break;
   }
+  if (t > 0) t *= iterations;
   // Measured, not modelled: on host memory the ring's and the direct plans' chunks stay in
   // cache between a rank's reduce and its next send, while rhd's halving steps and the trees'
   // pipelines move whole halves; all_reduce_perf on the 2-core CI machine class (4 thread ranks,

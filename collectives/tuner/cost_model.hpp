@@ -44,10 +44,12 @@ inline constexpr double kHalfBandwidthBytes = 64.0 * 1024;
 bool hasZeroCopyForm(CostFamily family, Collective c);
 
 // Predicted microseconds of one call of `family` with `pipeline` chunks per segment; zeroCopy
-// says whether the zero-copy variant runs. Negative when the family does not generate
-// in.collective, or needs several hosts and has one.
+// says whether the zero-copy variant runs. sliceBytes: the bytes of a segment one iteration of
+// the staged plan carries (0: one iteration); a staged call of more runs as that many calls of a
+// slice each. Negative when the family does not generate in.collective, or needs several hosts
+// and has one.
 double familyCostUs(const TunerParams& params, const TuneInput& in, const HostLayout& layout,
-                    CostFamily family, int pipeline, bool zeroCopy);
+                    CostFamily family, int pipeline, bool zeroCopy, double sliceBytes = 0);
 
 // The LL protocol's bytes per (sender, receiver) pair for `in` (exec::llSupports' payload): the
 // whole buffer for allreduce, broadcast and reduce, one block (bytes / n) for the others.

@@ -7,11 +7,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
+#include <iterator>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
+#include <tuple>
 
 #include "collectives/algorithms/algorithms.hpp"
 #include "collectives/tuner/cost_model.hpp"
@@ -43,6 +48,42 @@ bool generates(const AlgorithmInfo& a, Collective c) {
   return std::find(a.collectives.begin(), a.collectives.end(), c) != a.collectives.end();
 }
 
+// Plans generated to learn a family's slice: beyond this many ranks the slice is not modelled.
+constexpr int kSliceShareMaxRanks = 512;
+
+// The bytes of a segment one iteration of the family's staged plan carries per byte of scratch:
+// cps / scratchChunksUsed of its plan (DESIGN.md, "The slice rule"). Every generator's scratch
+// chunks grow with the pipeline as its chunks per segment do, so the share of its pipeline-1
+// plan holds for every depth. 0: the plan uses no scratch, or it was not generated (too many
+// ranks, a generator error). Cached per (family, collective, ranks, root, hosts): generating
+// takes microseconds to milliseconds, choose() runs once per call shape.
+double sliceShare(const AlgorithmInfo& a, const TuneInput& in) {
+  if (in.nranks > kSliceShareMaxRanks) return 0;
+  using Key = std::tuple<const char*, int, int, int, std::vector<int>>;
+  static std::mutex mu;
+  static std::map<Key, double> cache;
+  Key key{a.name, static_cast<int>(in.collective), in.nranks, in.root, in.hostOf};
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  GenParams g;
+  g.collective = in.collective;
+  g.algorithm = a.name;
+  g.nranks = in.nranks;
+  g.root = in.root;
+  g.pipeline = 1;
+  g.hostOf = in.hostOf;
+  Plan plan;
+  double share = 0;
+  if (generatePlan(g, &plan) == tsrSuccess) {
+    const int32_t chunks = scratchChunksUsed(plan);
+    if (chunks > 0) share = static_cast<double>(plan.chunksPerSegment) / chunks;
+  }
+  if (cache.size() > 4096) cache.clear();
+  cache.emplace(std::move(key), share);
+  return share;
+}
+
 // The family's best pipeline depth for this call (the model trades a piece's latency against
 // overlap, so the result stays monotonic in bytes: a minimum over fixed depths).
 Candidate bestPipeline(const TunerParams& params, const TuneInput& in, const HostLayout& hl,
@@ -51,10 +92,21 @@ Candidate bestPipeline(const TunerParams& params, const TuneInput& in, const Hos
   best.name = a.name;
   CostFamily family = costFamilyOf(a.name);
   best.zeroCopy = in.zeroCopyPossible && hasZeroCopyForm(family, in.collective);
-  for (int p : kPipelineChoices) {
+  const double slice =
+      in.scratchBytes > 0 && !best.zeroCopy ? sliceShare(a, in) * in.scratchBytes : 0;
+  // The device ring runs a ring per CTA with a piece of every block each (exec planKeyOf): its
+  // pipeline is at least the CTAs, the depths below that are not what would run.
+  const int minDepth = in.deviceExecutor && family == CostFamily::kRing ? in.workers : 1;
+  std::array<int, std::size(kPipelineChoices) + 1> depths{};
+  size_t nDepths = 0;
+  depths[nDepths++] = std::max(minDepth, 1);
+  for (int p : kPipelineChoices)
+    if (p > minDepth) depths[nDepths++] = p;
+  for (size_t i = 0; i < nDepths; ++i) {
+    const int p = depths[i];
     // A family may use nranks * pipeline chunks per segment (ring); stay within the plan limit.
     if (p > 1 && static_cast<int64_t>(p) * hl.nranks > kMaxChunksPerSegment) break;
-    double t = familyCostUs(params, in, hl, family, p, best.zeroCopy);
+    double t = familyCostUs(params, in, hl, family, p, best.zeroCopy, slice);
     if (t < 0) return best;
     if (best.us < 0 || t < best.us) {
       best.us = t;
@@ -365,8 +417,9 @@ double Tuner::predictUs(const TuneInput& in, const std::string& algorithm, int p
   if (describeHosts(in, &hl) != tsrSuccess) return -1;
   if (a->needsHosts && hl.hosts < 2) return -1;
   CostFamily family = costFamilyOf(a->name);
-  return familyCostUs(params_, in, hl, family, pipeline,
-                      in.zeroCopyPossible && hasZeroCopyForm(family, in.collective));
+  const bool zeroCopy = in.zeroCopyPossible && hasZeroCopyForm(family, in.collective);
+  const double slice = in.scratchBytes > 0 && !zeroCopy ? sliceShare(*a, in) * in.scratchBytes : 0;
+  return familyCostUs(params_, in, hl, family, pipeline, zeroCopy, slice);
 }
 
 }  // namespace tessera

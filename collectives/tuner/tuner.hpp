@@ -48,6 +48,16 @@ struct TunerParams {
   std::array<LinkModel, kTransportKinds> links{};
   double gammaGBs = 4.0;        // reduction throughput (bytes of output per second), GB/s
   double callOverheadUs = 0.3;  // fixed cost of one call
+  // The device executor's memory work, GB/s of output: a reduction reads two inputs and writes one
+  // output, a copy reads one and writes one, both at the GPU's memory bandwidth. Defaults: an H100
+  // SXM5's HBM3 (3.35 TB/s, datasheet) / 3 and / 2.
+  double deviceGammaGBs = 1100;
+  double deviceCopyGBs = 1650;
+  // The device executor's link between hosts, per NIC (a rank's traffic to another host crosses
+  // its host's NICs, TuneInput::nicsPerHost). Default: a ConnectX-7 at 400 Gb/s, 50 GB/s per
+  // direction; a step is a put and a signal, each over two NICs and the fabric as tessera_sim's
+  // presets model them (1 us per NIC, 0.5 us fabric): 5 us. Not measured by tessera.
+  LinkModel deviceNet{5.0, 50.0};
   // Cross-memory attach between processes of a host (process_vm_readv / writev, one kernel copy
   // per piece): what zero-copy forms cost where buffers are not registered. The default keeps
   // staging preferred: on the CI machine class cross-memory all-gather, broadcast and all-reduce
@@ -123,6 +133,20 @@ struct TuneInput {
   // The call runs on the device executor (the only one with the LL protocol). Host calls leave it
   // false and always get Simple.
   bool deviceExecutor = false;
+  // The scratch a staged plan slices the call through (bytes per plan and rank); 0: not modelled.
+  // A staged plan runs once per slice (DESIGN.md, "The slice rule"), each iteration paying its
+  // steps' latencies: the model charges ceil(segment / slice) iterations of the family, the slice
+  // from the family's own plan (tuner.cpp, sliceShare). Set for device calls, whose scratch is
+  // sized for the GPU; the host executor's choices are calibrated without it.
+  uint64_t scratchBytes = 0;
+  // The device executor's CTAs (its grid). The planner gives the device ring one ring per CTA,
+  // each with a piece of every block (exec planKeyOf), so the model prices the ring as that many
+  // concurrent streams with a pipeline of at least as many pieces. 1: one stream (host calls).
+  int workers = 1;
+  // Device calls: NICs per host that the ranks' traffic between hosts spreads over (rails; the
+  // fewest any host of the call has, at most its ranks; 0 or 1: one). Host calls: unused (their
+  // inter-host link is the host's).
+  int nicsPerHost = 1;
 };
 
 struct TuneChoice {

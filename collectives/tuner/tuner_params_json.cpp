@@ -1,6 +1,7 @@
 // TESSERA_TUNER_FILE: the cost model's parameters as JSON,
 //   {"links": {"shm": {"alphaUs": 0.4, "betaGBs": 6}, "ucx": {...}},
 //    "crossMemory": {"alphaUs": 2, "betaGBs": 8}, "gammaGBs": 4, "callOverheadUs": 0.3,
+//    "deviceGammaGBs": 1100, "deviceCopyGBs": 1650, "deviceNet": {"alphaUs": 5, "betaGBs": 50},
 //    "measured": [...]}
 // and the measured table of tuner_table.hpp ("measured"), with what tessera_tune writes about
 // itself ("tool", "host", "created"; read and ignored). Every field is optional: one absent keeps
@@ -201,6 +202,9 @@ std::string tunerFileToJson(const TunerParams& p, const MeasuredTable& table,
   doc["crossMemory"] = linkJson(p.crossMemory);
   doc["gammaGBs"] = p.gammaGBs;
   doc["callOverheadUs"] = p.callOverheadUs;
+  doc["deviceGammaGBs"] = p.deviceGammaGBs;
+  doc["deviceCopyGBs"] = p.deviceCopyGBs;
+  doc["deviceNet"] = linkJson(p.deviceNet);
   json sets = json::array();
   for (const MeasuredSet& s : table.sets) {
     json points = json::array();
@@ -247,10 +251,17 @@ Result tunerFileFromJson(const std::string& text, TunerParams* out, MeasuredTabl
       TSR_CHECK(number(value, key, 0, kMaxGBs, true, &p.gammaGBs));
     } else if (key == "callOverheadUs") {
       TSR_CHECK(number(value, key, 0, kMaxUs, false, &p.callOverheadUs));
+    } else if (key == "deviceGammaGBs") {
+      TSR_CHECK(number(value, key, 0, kMaxGBs, true, &p.deviceGammaGBs));
+    } else if (key == "deviceCopyGBs") {
+      TSR_CHECK(number(value, key, 0, kMaxGBs, true, &p.deviceCopyGBs));
+    } else if (key == "deviceNet") {
+      TSR_CHECK(parseLink(value, key, &p.deviceNet));
     } else {
       return badField(key,
                       "unknown key (expected links, crossMemory, gammaGBs, callOverheadUs, "
-                      "measured, tool, host, created)");
+                      "deviceGammaGBs, deviceCopyGBs, deviceNet, measured, tool, host, "
+                      "created)");
     }
   }
   *out = p;

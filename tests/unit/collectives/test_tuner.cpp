@@ -418,6 +418,60 @@ TEST(TunerProtocol, LLOnlyOnTheDeviceExecutorWithinAMappedHost) {
   EXPECT_LT(forced.predictLLUs(tooMany), 0);
 }
 
+// The device model (TuneInput::workers, scratchBytes, nicsPerHost; tuner.hpp): what the device
+// executor runs by default on DGX-H100 nodes (cuda_ipc within a node, 8 CTAs, 64 MiB, 8 NICs).
+TuneInput dgxInput(Collective c, size_t bytes, int nodes) {
+  TuneInput in = input(c, bytes, 8 * nodes, nodes);
+  in.deviceExecutor = true;
+  in.intraHost = TransportKind::kCudaIpc;
+  in.workers = 8;
+  in.scratchBytes = 64ull << 20;
+  in.nicsPerHost = 8;
+  return in;
+}
+
+// Large calls go to the ring, whose messages stream through the scratch and whose rings (one per
+// CTA) leave a node over every NIC; tessera_sim puts the other families far below it there
+// (SimStaged and tessera_sim's device choice).
+TEST(TunerDevice, LargeCallsOnGpuNodesTakeTheRing) {
+  Tuner tuner;
+  for (Collective c : {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter})
+    for (int nodes : {1, 2, 16})
+      for (size_t bytes : {size_t{128} << 20, size_t{1} << 30}) {
+        TuneChoice out;
+        ASSERT_EQ(tuner.choose(dgxInput(c, bytes, nodes), &out), tsrSuccess);
+        EXPECT_EQ(out.algorithm, "ring") << collectiveName(c) << " " << bytes << " B on " << nodes
+                                         << " node(s)";
+        EXPECT_GE(out.pipeline, 8) << "a piece of every block for each of the 8 rings";
+      }
+}
+
+// A staged call runs once per slice: a smaller scratch costs a family more iterations (each
+// paying its steps' latencies), most for the family with the smallest slice per byte of scratch.
+TEST(TunerDevice, ASmallerScratchCostsIterations) {
+  Tuner tuner;
+  TuneInput big = dgxInput(Collective::kAllReduce, size_t{256} << 20, 1);
+  TuneInput small = big;
+  small.scratchBytes = 1 << 20;
+  for (const char* family : {"ring", "rhd", "twoshot"}) {
+    const double a = tuner.predictUs(big, family, 8), b = tuner.predictUs(small, family, 8);
+    EXPECT_GT(b, a) << family;
+  }
+  TuneInput unmodelled = big;
+  unmodelled.scratchBytes = 0;
+  EXPECT_LE(tuner.predictUs(unmodelled, "rhd", 8), tuner.predictUs(big, "rhd", 8));
+}
+
+// Between nodes a host's crossing rings spread over its NICs: with one NIC the same ring is
+// predicted slower.
+TEST(TunerDevice, CrossingRingsSpreadOverTheNics) {
+  Tuner tuner;
+  TuneInput eight = dgxInput(Collective::kAllReduce, size_t{1} << 30, 2);
+  TuneInput one = eight;
+  one.nicsPerHost = 1;
+  EXPECT_GT(tuner.predictUs(one, "ring", 8), 4 * tuner.predictUs(eight, "ring", 8));
+}
+
 TEST(TunerProtocol, ProtoOverridesForceAndForbidLL) {
   // At LL's largest allreduce Simple is predicted cheaper (8 ranks, 64 KiB): "LL" forces LL.
   TuneInput in = deviceInput(Collective::kAllReduce, 64 * 1024, 8);

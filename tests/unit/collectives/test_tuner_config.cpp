@@ -81,7 +81,9 @@ bool sameParams(const TunerParams& a, const TunerParams& b) {
   for (size_t i = 0; i < a.links.size(); ++i)
     if (a.links[i].alphaUs != b.links[i].alphaUs || a.links[i].betaGBs != b.links[i].betaGBs)
       return false;
-  return a.gammaGBs == b.gammaGBs && a.callOverheadUs == b.callOverheadUs;
+  return a.gammaGBs == b.gammaGBs && a.callOverheadUs == b.callOverheadUs &&
+         a.deviceGammaGBs == b.deviceGammaGBs && a.deviceCopyGBs == b.deviceCopyGBs &&
+         a.deviceNet.alphaUs == b.deviceNet.alphaUs && a.deviceNet.betaGBs == b.deviceNet.betaGBs;
 }
 
 TEST(TunerParamsJson, ReadsEveryField) {
@@ -89,7 +91,9 @@ TEST(TunerParamsJson, ReadsEveryField) {
   ASSERT_EQ(tunerParamsFromJson(R"({"links": {"shm": {"alphaUs": 0.4, "betaGBs": 6.5},
                                               "UCX": {"alphaUs": 30, "betaGBs": 1.25},
                                               "cuda_ipc": {"betaGBs": 100}},
-                                    "gammaGBs": 3, "callOverheadUs": 0})",
+                                    "gammaGBs": 3, "callOverheadUs": 0,
+                                    "deviceGammaGBs": 800, "deviceCopyGBs": 1200,
+                                    "deviceNet": {"alphaUs": 8}})",
                                 &p),
             tsrSuccess)
       << lastErrorMessage();
@@ -104,6 +108,10 @@ TEST(TunerParamsJson, ReadsEveryField) {
   EXPECT_EQ(link(p, TransportKind::kInproc).betaGBs, link(d, TransportKind::kInproc).betaGBs);
   EXPECT_EQ(p.gammaGBs, 3);
   EXPECT_EQ(p.callOverheadUs, 0);
+  EXPECT_EQ(p.deviceGammaGBs, 800);
+  EXPECT_EQ(p.deviceCopyGBs, 1200);
+  EXPECT_EQ(p.deviceNet.alphaUs, 8);
+  EXPECT_EQ(p.deviceNet.betaGBs, d.deviceNet.betaGBs);
   TunerParams q = d;
   ASSERT_EQ(tunerParamsFromJson("{}", &q), tsrSuccess);
   EXPECT_TRUE(sameParams(q, d));

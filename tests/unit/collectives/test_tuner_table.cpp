@@ -136,6 +136,9 @@ TEST(MeasuredTable, TheFileRoundTrips) {
   p.links[static_cast<size_t>(TransportKind::kShm)] = LinkModel{0.7, 11.5};
   p.crossMemory = LinkModel{1.5, 6.25};
   p.gammaGBs = 9;
+  p.deviceGammaGBs = 700;
+  p.deviceCopyGBs = 900;
+  p.deviceNet = LinkModel{7.5, 25};
   auto t = table();
   std::string text = tunerFileToJson(p, *t, "tessera_tune 0.1.0", "vm", "2026-12-01T00:00:00Z");
   TunerParams q = defaultTunerParams();
@@ -144,6 +147,10 @@ TEST(MeasuredTable, TheFileRoundTrips) {
   EXPECT_EQ(q.links[static_cast<size_t>(TransportKind::kShm)].betaGBs, 11.5);
   EXPECT_EQ(q.crossMemory.alphaUs, 1.5);
   EXPECT_EQ(q.gammaGBs, 9);
+  EXPECT_EQ(q.deviceGammaGBs, 700);
+  EXPECT_EQ(q.deviceCopyGBs, 900);
+  EXPECT_EQ(q.deviceNet.alphaUs, 7.5);
+  EXPECT_EQ(q.deviceNet.betaGBs, 25);
   EXPECT_EQ(u.digest(), t->digest());
   ASSERT_EQ(u.sets.size(), 1u);
   EXPECT_EQ(u.sets[0].points.size(), 4u);
