@@ -1,7 +1,9 @@
 // EngineImpl's device-executor entry points (engine.hpp, "the device executor"): the same checks
 // and call numbering as EngineImpl::start, the plan chosen by the tuner over the device
 // executor's transports (never zero-copy), and the executor made on the first call.
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "collectives/exec/device/device_executor.hpp"
 #include "collectives/exec/device/stream_ops.hpp"
@@ -33,6 +35,12 @@ Result envIntOr(const char* name, int64_t fallback, int64_t* out) {
 Result EngineImpl::deviceTransportClasses() {
   Result r = agreeClasses(options_.deviceEmulation, &deviceIntra_, &deviceInter_);
   if (r == tsrSuccess && !tunerAgreed_) r = agreeTuner();
+  // NICs per host: the fewest of any rank's host, so that every rank's tuner sees the same.
+  std::vector<int32_t> nics(static_cast<size_t>(nranks_), 1);
+  nics[static_cast<size_t>(rank_)] = std::max(1, options_.nicsPerHost);
+  if (r == tsrSuccess) r = ctx_->bootstrap().allGather(nics.data(), sizeof(int32_t));
+  if (r == tsrSuccess)
+    planner_.setDevice(deviceScratchBytes_, *std::min_element(nics.begin(), nics.end()));
   if (r != tsrSuccess) return poison(r);  // peers may be past the allGather: out of step
   deviceClassesAgreed_ = true;
   return tsrSuccess;

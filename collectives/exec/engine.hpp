@@ -91,11 +91,13 @@ Result runOperations(const std::vector<Operation*>& ops, double timeoutSeconds);
 Result runOperation(Operation* op, double timeoutSeconds);
 
 // The device executor's defaults on a GPU (DESIGN.md, "Device defaults"). A staged step costs a
-// put's latency and a signal (microseconds on NVLink), so slices must be large: with 32 MiB
-// tessera_sim puts the staged ring all-reduce on 8 x H100 at 356 GB/s busbw at 1 GiB against 341
-// with 16 MiB and 217 with 2 MiB (simulated). 8 CTAs: one ring per CTA, and on several nodes the
-// rings leave a node over 8 different NICs (a DGX's 8 rails).
-inline constexpr size_t kDeviceScratchBytes = size_t{32} << 20;
+// put's latency and a signal (microseconds on NVLink), so slices must be large: tessera_sim puts
+// the staged ring (8 workers) on 8 x H100 at 1 GiB at busbw all-reduce 363 / all-gather 341 /
+// reduce-scatter 345 GB/s with 64 MiB, 356 / 329 / 332 with 32 MiB, 341 / - / - with 16 MiB and
+// 217 (one worker) with 2 MiB (simulated). A scratch per bound plan and rank, as NCCL's buffers
+// per channel and peer. 8 CTAs: one ring per CTA, and on several nodes the rings leave a node
+// over 8 different NICs (a DGX's 8 rails).
+inline constexpr size_t kDeviceScratchBytes = size_t{64} << 20;
 inline constexpr int kDeviceCtas = 8;
 
 struct EngineOptions {
@@ -124,6 +126,9 @@ struct EngineOptions {
   size_t deviceP2PSlotBytes = 0;
   // Ranks of this communicator on this rank's GPU in other processes (the resident-grid check).
   int gpuRanksElsewhere = 0;
+  // NICs on this rank's host for traffic between hosts (0: unknown, taken as one). The ranks
+  // agree on the fewest (the tuner's device model spreads a host's crossing rings over them).
+  int nicsPerHost = 0;
 };
 
 class CollectiveEngine {

@@ -191,6 +191,11 @@ Result Planner::choose(ExecKind kind, Collective c, size_t bytes, int root, Stag
   TuneInput in = tuneInput(c, bytes, root, classes, kind);
   in.zeroCopyPossible = staging != Staging::kScratch;
   in.crossMemory = staging == Staging::kCross;
+  if (kind == ExecKind::kDevice) {  // the device model: its grid, scratch and NICs
+    in.workers = std::max(1, minWorkers);
+    in.scratchBytes = deviceScratch_;
+    in.nicsPerHost = nicsPerHost_;
+  }
   TuneChoice choice;
   TSR_CHECK(tuner_.choose(in, &choice));
   if (staging == Staging::kCross) {

@@ -58,6 +58,13 @@ class Planner {
 
   Tuner& tuner() { return tuner_; }
   const Tuner& tuner() const { return tuner_; }
+  // What the tuner's device model needs beyond the call (TuneInput::scratchBytes,
+  // nicsPerHost): the device executor's scratch per plan and the NICs per host every rank agreed
+  // on. Set before the first device choice.
+  void setDevice(uint64_t scratchBytes, int nicsPerHost) {
+    deviceScratch_ = scratchBytes;
+    nicsPerHost_ = nicsPerHost;
+  }
 
   // Call numbers: the next call takes next() once it is sure to run (take()), so a refused call
   // never moves this rank's count ahead of its peers' (handshakes compare the numbers).
@@ -116,6 +123,8 @@ class Planner {
   int rank_ = 0;
   int nranks_ = 1;
   std::vector<int> hostOf_;  // size nranks
+  uint64_t deviceScratch_ = 0;
+  int nicsPerHost_ = 1;
   uint64_t calls_ = 0;
   Tuner tuner_;
   TunerParams snapshot_{};

@@ -56,6 +56,21 @@ Result CommImpl::collectives(CollectiveEngine** out) {
       if (localityOf(p) == Locality::kSameHost &&
           sameGpu(mine, placements_[static_cast<size_t>(p)]))
         ++o.gpuRanksElsewhere;
+    // Between hosts the device tuner spreads a host's crossing rings over its NICs (rails): the
+    // PCI network devices of this host's topology (hwloc), looked at only where there are
+    // several hosts and this rank has a GPU. Unknown (no hwloc, no PCI view): one.
+    const bool severalHosts =
+        std::any_of(o.hostOf.begin(), o.hostOf.end(), [](int h) { return h != 0; });
+    if (severalHosts && o.cudaDevice >= 0) {
+      std::shared_ptr<const Topology> topo;
+      if (processTopology(&topo) == tsrSuccess) {
+        for (const NicInfo& nic : topo->nics())
+          if (!nic.busId.empty()) ++o.nicsPerHost;
+      } else {
+        TSR_INFO("rank %d: no topology for counting NICs (%s): the tuner takes one per host",
+                 rank(), lastErrorMessage());
+      }
+    }
     std::unique_ptr<CollectiveEngine> engine;
     TSR_CHECK(CollectiveEngine::create(o, &engine));
     for (auto& [id, reg] : registrations_) {

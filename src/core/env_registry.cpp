@@ -271,7 +271,7 @@ constexpr EnvVarInfo kRegistry[] = {
      "bytes of staging memory per plan and rank; larger messages are pipelined through it in "
      "slices (2 MiB: on the CI machine class 8 MiB halved all-gather bandwidth, the slices no "
      "longer staying in cache between the two copies). Unset, the device executor on a GPU "
-     "takes 32 MiB (a staged step costs a signal's microseconds: it needs large slices)",
+     "takes 64 MiB (a staged step costs a signal's microseconds: it needs large slices)",
      nullptr, 4096, 1099511627776.0, nullptr},
 };
 

@@ -35,7 +35,7 @@ constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
 // The usage names the device executor's defaults.
-static_assert(kDeviceCtas == 8 && kDeviceScratchBytes == 32u << 20, "update kUsage");
+static_assert(kDeviceCtas == 8 && kDeviceScratchBytes == 64u << 20, "update kUsage");
 constexpr const char* kUsage =
     "usage: tessera_sim [--coll C] [--algo A | --plan FILE] [--nranks N | --nodes K]\n"
     "                   [--platform P | --machine FILE] [-b MIN] [-e MAX] [-f FACTOR]\n"
@@ -49,7 +49,7 @@ constexpr const char* kUsage =
     "                (hier: nodes are its hosts). Without --algo, --plan, --zero-copy,\n"
     "                --workers and --pipeline on a GPU machine: what tessera runs for device\n"
     "                buffers there (the tuner's choice per size, the device executor's 8 CTAs\n"
-    "                and 32 MiB scratch), the plan named per row; on a CPU machine: ring\n"
+    "                and 64 MiB scratch), the plan named per row; on a CPU machine: ring\n"
     "  --plan        a plan file (tessera_plan generate / a hand-written plan); it is verified\n"
     "                first (tessera_plan verify says the same), up to 64 ranks\n"
     "  --platform    dgx-h100 (default), dgx-a100, hgx-h200 (8 GPUs per node), this-host\n"
@@ -60,7 +60,7 @@ constexpr const char* kUsage =
     "  -b -e -f      sizes from MIN to MAX bytes, times FACTOR (default 8 B .. 256 MiB, x2);\n"
     "                K, M, G suffixes\n"
     "  --workers     workers (channels, CTAs) per rank the plan spreads over (default 1)\n"
-    "  --scratch-bytes  staging memory per rank and plan (default 2M; the device choice: 32M)\n"
+    "  --scratch-bytes  staging memory per rank and plan (default 2M; the device choice: 64M)\n"
     "  --json        the report as JSON on standard output\n"
     "  --compare     a perf binary's -J output: adds its out-of-place time and the error per row\n"
     "  --show-machine  print the machine (JSON) and exit\n"
@@ -161,6 +161,9 @@ Result simulateDeviceChoice(const SimSpec& spec, SimReport* rep, std::vector<std
   in.intraHost = TransportKind::kCudaIpc;
   in.interHost = TransportKind::kUcx;
   in.deviceExecutor = true;
+  in.scratchBytes = spec.scratchBytes;
+  in.workers = kDeviceCtas;
+  in.nicsPerHost = m.nicsPerNode;
   struct Pick {
     PlanKey key;
     bool ll = false;

@@ -149,7 +149,8 @@ TEST(DevicePlanner, RingGetsARingPerCta) {
 
 // The staged rings as the device executor runs them by default (a ring per CTA, messages cycling
 // two slots per phase under credits), through a scratch so small that a call takes tens of
-// slices, at 2, 4 and 8 thread ranks, in and out of place, against the serial reference.
+// slices, at 2, 4 and 8 thread ranks (the all-reduce also in place), against the host executor
+// and the serial reference.
 TEST(DeviceEmulation, RingPerCtaThroughASmallScratch) {
   test::ScopedEnv algo("TESSERA_ALGO", "allreduce:ring;reducescatter:ring;allgather:ring");
   for (int n : {2, 4, 8}) {
@@ -163,6 +164,8 @@ TEST(DeviceEmulation, RingPerCtaThroughASmallScratch) {
       for (Collective coll :
            {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather})
         for (bool inPlace : {false, true}) {
+          // The harness's in place is the all-reduce's (send and receive buffers the same).
+          if (inPlace && coll != Collective::kAllReduce) continue;
           DevCase c{coll, "", tsrFloat32, RedKind::kSum, 20011, 0, inPlace, ++salt};
           std::string err = runDeviceCase(*e, ctx.rank(), n, c);
           if (!err.empty()) return err;
