@@ -11,7 +11,8 @@
 #   8 B all-reduce on 8 NVLink4 GPUs: about 12.5 us with NCCL (DeepEP issue 303): what tessera's
 #     plans would take (the simulation has no kernel launch or host overhead).
 # tessera's plans here: the zero-copy ring with 8 workers (channels, as NCCL's rings), whose
-# rings rotate within each node so that they leave it over 8 different NICs.
+# rings rotate within each node so that they leave it over 8 different NICs; and what tessera
+# runs for device buffers (tessera_sim without --algo: the device choice).
 #   BUILD_DIR=build perf/sim_gpu_validate.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +39,12 @@ for n in 2 4 8; do
 done
 b=$(busbw --platform dgx-h100 --nranks 8 --algo ring --zero-copy --workers 8 -b 1G -e 1G)
 line "dgx-h100 8 GPUs ring 1 GiB busbw" "$b GB/s" "365-370 GB/s" "$(err "$b" 365 370)"
+# What tessera runs for device buffers (no --algo: the tuner's choice, staged through the device
+# executor's scratch, a ring per CTA), beside the same published figures.
+b=$(busbw --platform dgx-h100 --nranks 8 -b 256M -e 256M)
+line "dgx-h100 8 GPUs device choice 256 MiB busbw" "$b GB/s" "365-370 GB/s" "$(err "$b" 365 370)"
+b=$(busbw --platform dgx-h100 --nodes 2 -b 256M -e 256M)
+line "2 x dgx-h100 device choice 256 MiB busbw" "$b GB/s" "~390 GB/s" "$(err "$b" 390 390)"
 b=$(busbw --platform dgx-a100 --nranks 8 "${ring[@]}")
 line "dgx-a100 8 GPUs ring 256 MiB busbw" "$b GB/s" "~230 GB/s" "$(err "$b" 230 230)"
 b=$(busbw --platform hgx-h200 --nranks 8 "${ring[@]}")
