@@ -147,6 +147,43 @@ TEST(DevicePlanner, RingGetsARingPerCta) {
             2);
 }
 
+// The planner feeds the tuner's device model its grid, scratch and NICs (Planner::setDevice): a
+// 1 GiB all-reduce on two DGX-like hosts (cuda_ipc within, 8 CTAs, 64 MiB, 8 NICs) gets the ring
+// with a ring per CTA; a planner not told of them (one NIC per host, no scratch) chooses another
+// family for the same call.
+TEST(DevicePlanner, DeviceChoicesSeeTheGridTheScratchAndTheNics) {
+  std::vector<int> hostOf;
+  for (int r = 0; r < 16; ++r) hostOf.push_back(r / 8);
+  const TransportClasses classes{TransportKind::kCudaIpc, TransportKind::kUcx};
+  Planner rails;
+  ASSERT_EQ(rails.init(0, 16, hostOf), tsrSuccess) << lastErrorMessage();
+  rails.setDevice(uint64_t{64} << 20, 8);
+  PlanChoice* choice = nullptr;
+  ASSERT_EQ(rails.choose(ExecKind::kDevice, Collective::kAllReduce, size_t{1} << 30, 0,
+                         Staging::kScratch, classes, 8, &choice),
+            tsrSuccess)
+      << lastErrorMessage();
+  ASSERT_NE(choice->plan, nullptr);
+  EXPECT_EQ(choice->plan->algorithm, "ring");
+  EXPECT_EQ(choice->plan->ranks[0].workers.size(), 8u);
+  Planner oneNic;  // the same without the device's scratch and NICs
+  ASSERT_EQ(oneNic.init(0, 16, hostOf), tsrSuccess);
+  PlanChoice* other = nullptr;
+  ASSERT_EQ(oneNic.choose(ExecKind::kDevice, Collective::kAllReduce, size_t{1} << 30, 0,
+                          Staging::kScratch, classes, 8, &other),
+            tsrSuccess);
+  // One NIC per host: 8 crossing rings would share it, so the ring must not win there.
+  EXPECT_NE(other->plan->algorithm, "ring") << other->plan->name;
+  TuneInput in = rails.tuneInput(Collective::kAllReduce, size_t{1} << 30, 0, classes,
+                                 ExecKind::kDevice);
+  in.workers = 8;
+  in.scratchBytes = uint64_t{64} << 20;
+  in.nicsPerHost = 8;
+  TuneInput single = in;
+  single.nicsPerHost = 1;
+  EXPECT_GT(rails.tuner().predictUs(single, "ring", 8), rails.tuner().predictUs(in, "ring", 8));
+}
+
 // The staged rings as the device executor runs them by default (a ring per CTA, messages cycling
 // two slots per phase under credits), through a scratch so small that a call takes tens of
 // slices, at 2, 4 and 8 thread ranks (the all-reduce also in place), against the host executor
