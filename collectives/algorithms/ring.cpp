@@ -426,9 +426,7 @@ Result generateRing(const GenParams& params, Plan* out) {
       }
       break;
     case Collective::kReduceScatter: halfRing(b, true, false, ringOrders(params, workers)); break;
-    case Collective::kAllGather:
-      halfRing(b, false, zeroCopy, ringOrders(params, workers));
-      break;
+    case Collective::kAllGather: halfRing(b, false, zeroCopy, ringOrders(params, workers)); break;
     case Collective::kBroadcast: broadcastChain(b, zeroCopy); break;
     case Collective::kReduce: reduceChain(b); break;
     case Collective::kAllToAll:

@@ -111,7 +111,8 @@ TSR_INLINE uint64_t sliceElements(uint64_t scratchBytes, int32_t scratchChunks, 
                                   uint64_t elemSize, uint64_t count) {
   if (scratchChunks <= 0) return count;
   const uint64_t line = 64 / elemSize;
-  const uint64_t slot = scratchBytes / (static_cast<uint64_t>(scratchChunks) * elemSize) / line * line;
+  const uint64_t slot =
+      scratchBytes / (static_cast<uint64_t>(scratchChunks) * elemSize) / line * line;
   return slot * static_cast<uint64_t>(cps);
 }
 

@@ -55,8 +55,8 @@ struct BoundPlan {
   int rank = 0;
   int cps = 1;
   int32_t scratchChunks = 0;  // scratchChunksUsed: sets the slice (every rank iterates alike)
-  bool zeroCopy = false;           // refs reach peers' input or output
-  uint64_t fingerprint = 0;        // peers check that they bound the same plan
+  bool zeroCopy = false;      // refs reach peers' input or output
+  uint64_t fingerprint = 0;   // peers check that they bound the same plan
 
   // Compiled program of this rank.
   std::vector<exec::ExecOp> ops;

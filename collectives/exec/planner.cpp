@@ -164,9 +164,14 @@ PlanKey planKeyOf(ExecKind kind, Collective c, int root, Staging staging, const 
     workers = std::max(workers, minWorkers);
     pipeline = std::max(pipeline, workers);
   }
-  return PlanKey{c,       choice.algorithm,
-                 root,    pipeline,
-                 workers, choice.zeroCopy && staging != Staging::kScratch};
+  PlanKey key;
+  key.collective = c;
+  key.algorithm = choice.algorithm;
+  key.root = root;
+  key.pipeline = pipeline;
+  key.workers = workers;
+  key.zeroCopy = choice.zeroCopy && staging != Staging::kScratch;
+  return key;
 }
 
 Result Planner::choose(ExecKind kind, Collective c, size_t bytes, int root, Staging staging,

@@ -18,8 +18,8 @@
 //             ...
 //         ] } ] }, ... ] }
 // A ref's "rank" is omitted for local refs and "count" defaults to 1. put/get/copy take "src",
-// reduce/reduceSend take "srcs"; put and reduceSend may take "dst2". Optional fields take the defaults of
-// plan.hpp. Unknown fields are errors (a typo must not be silently ignored).
+// reduce/reduceSend take "srcs"; put and reduceSend may take "dst2". Optional fields take the
+// defaults of plan.hpp. Unknown fields are errors (a typo must not be silently ignored).
 //
 // Reading never trusts the file: wrong types, missing fields, unknown names, numbers out of
 // range, more than the plan.hpp limits, and a document deeper or larger than reasonable all give

@@ -9,10 +9,10 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <iterator>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <sstream>

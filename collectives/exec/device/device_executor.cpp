@@ -239,8 +239,7 @@ Result DeviceExecutor::enqueue(const CollCall& call, const std::shared_ptr<const
   item.output = static_cast<char*>(call.recvbuf);
   item.count = call.count;
   // The slice as every executor cuts it (ops.hpp, sliceElements): every rank alike.
-  item.slice =
-      exec::sliceElements(options_.scratchBytes, bp.scratchChunks, bp.cps, es, call.count);
+  item.slice = exec::sliceElements(options_.scratchBytes, bp.scratchChunks, bp.cps, es, call.count);
   if (item.slice == 0)
     return TSR_FAIL(tsrInvalidUsage,
                     "rank %d: %s (call %llu): a scratch of %zu bytes cannot hold one slice of the "

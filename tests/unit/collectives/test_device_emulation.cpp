@@ -130,8 +130,8 @@ TEST(DeviceEmulation, ProcessesOverUcxPortChannels) {
 TEST(DevicePlanner, RingGetsARingPerCta) {
   TuneChoice ring;
   ring.algorithm = "ring";
-  const PlanKey dev = planKeyOf(ExecKind::kDevice, Collective::kAllReduce, 0, Staging::kScratch,
-                                ring, 8);
+  const PlanKey dev =
+      planKeyOf(ExecKind::kDevice, Collective::kAllReduce, 0, Staging::kScratch, ring, 8);
   EXPECT_EQ(dev.workers, 8);
   EXPECT_GE(dev.pipeline, 8);
   EXPECT_FALSE(dev.zeroCopy);
@@ -142,9 +142,9 @@ TEST(DevicePlanner, RingGetsARingPerCta) {
   TuneChoice tree;
   tree.algorithm = "tree";
   tree.workers = 2;
-  EXPECT_EQ(planKeyOf(ExecKind::kDevice, Collective::kAllReduce, 0, Staging::kScratch, tree, 8)
-                .workers,
-            2);
+  EXPECT_EQ(
+      planKeyOf(ExecKind::kDevice, Collective::kAllReduce, 0, Staging::kScratch, tree, 8).workers,
+      2);
 }
 
 // The planner feeds the tuner's device model its grid, scratch and NICs (Planner::setDevice): a
@@ -174,8 +174,8 @@ TEST(DevicePlanner, DeviceChoicesSeeTheGridTheScratchAndTheNics) {
             tsrSuccess);
   // One NIC per host: 8 crossing rings would share it, so the ring must not win there.
   EXPECT_NE(other->plan->algorithm, "ring") << other->plan->name;
-  TuneInput in = rails.tuneInput(Collective::kAllReduce, size_t{1} << 30, 0, classes,
-                                 ExecKind::kDevice);
+  TuneInput in =
+      rails.tuneInput(Collective::kAllReduce, size_t{1} << 30, 0, classes, ExecKind::kDevice);
   in.workers = 8;
   in.scratchBytes = uint64_t{64} << 20;
   in.nicsPerHost = 8;

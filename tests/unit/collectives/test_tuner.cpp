@@ -440,8 +440,8 @@ TEST(TunerDevice, LargeCallsOnGpuNodesTakeTheRing) {
       for (size_t bytes : {size_t{128} << 20, size_t{1} << 30}) {
         TuneChoice out;
         ASSERT_EQ(tuner.choose(dgxInput(c, bytes, nodes), &out), tsrSuccess);
-        EXPECT_EQ(out.algorithm, "ring") << collectiveName(c) << " " << bytes << " B on " << nodes
-                                         << " node(s)";
+        EXPECT_EQ(out.algorithm, "ring")
+            << collectiveName(c) << " " << bytes << " B on " << nodes << " node(s)";
         EXPECT_GE(out.pipeline, 8) << "a piece of every block for each of the 8 rings";
       }
 }
