@@ -138,6 +138,10 @@ TuneInput Planner::tuneInput(Collective c, size_t bytes, int root, TransportClas
   in.interHost = classes.inter;
   in.deterministic = tuner_.deterministicDefault();
   in.deviceExecutor = kind == ExecKind::kDevice;
+  if (in.deviceExecutor) {  // the device model's scratch and NICs (setDevice)
+    in.scratchBytes = deviceScratch_;
+    in.nicsPerHost = nicsPerHost_;
+  }
   return in;
 }
 
@@ -196,11 +200,7 @@ Result Planner::choose(ExecKind kind, Collective c, size_t bytes, int root, Stag
   TuneInput in = tuneInput(c, bytes, root, classes, kind);
   in.zeroCopyPossible = staging != Staging::kScratch;
   in.crossMemory = staging == Staging::kCross;
-  if (kind == ExecKind::kDevice) {  // the device model: its grid, scratch and NICs
-    in.workers = std::max(1, minWorkers);
-    in.scratchBytes = deviceScratch_;
-    in.nicsPerHost = nicsPerHost_;
-  }
+  if (kind == ExecKind::kDevice) in.workers = std::max(1, minWorkers);  // the device grid
   TuneChoice choice;
   TSR_CHECK(tuner_.choose(in, &choice));
   if (staging == Staging::kCross) {

@@ -176,9 +176,9 @@ TEST(DevicePlanner, DeviceChoicesSeeTheGridTheScratchAndTheNics) {
   EXPECT_NE(other->plan->algorithm, "ring") << other->plan->name;
   TuneInput in =
       rails.tuneInput(Collective::kAllReduce, size_t{1} << 30, 0, classes, ExecKind::kDevice);
+  EXPECT_EQ(in.scratchBytes, uint64_t{64} << 20);  // setDevice reaches every device input
+  EXPECT_EQ(in.nicsPerHost, 8);
   in.workers = 8;
-  in.scratchBytes = uint64_t{64} << 20;
-  in.nicsPerHost = 8;
   TuneInput single = in;
   single.nicsPerHost = 1;
   EXPECT_GT(rails.tuner().predictUs(single, "ring", 8), rails.tuner().predictUs(in, "ring", 8));
