@@ -1,6 +1,7 @@
 // EngineImpl's device-executor entry points (engine.hpp, "the device executor"): the same checks
 // and call numbering as EngineImpl::start, the plan chosen by the tuner over the device
-// executor's transports (never zero-copy), and the executor made on the first call.
+// executor's transports (zero-copy where the call's buffers lie in windows), windows, and the
+// executor made on the first call (or window).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -46,19 +47,26 @@ Result EngineImpl::deviceTransportClasses() {
   return tsrSuccess;
 }
 
-Result EngineImpl::devicePlan(const CollCall& call, int workers, std::shared_ptr<const Plan>* out,
-                              bool* useLL) {
+Result EngineImpl::devicePlan(const CollCall& call, int workers, bool zeroCopy,
+                              std::shared_ptr<const Plan>* out, bool* useLL) {
   if (useLL != nullptr) *useLL = false;
   if (call.plan) {
     TSR_CHECK(planner_.givenPlan(call));
     *out = call.plan;
     return tsrSuccess;
   }
-  if (!call.algorithm.empty()) return planner_.namedPlan(call, false, out);
+  if (!call.algorithm.empty()) {
+    if (zeroCopy) {  // the family's zero-copy form where it has one
+      TSR_CHECK(planner_.namedPlan(call, true, out));
+      if (*out) return tsrSuccess;
+    }
+    return planner_.namedPlan(call, false, out);
+  }
   if (!deviceClassesAgreed_) TSR_CHECK(deviceTransportClasses());
   PlanChoice* choice = nullptr;
   TSR_CHECK(planner_.choose(ExecKind::kDevice, call.collective, callBytes(call, nranks_),
-                            collectiveHasRoot(call.collective) ? call.root : 0, Staging::kScratch,
+                            collectiveHasRoot(call.collective) ? call.root : 0,
+                            zeroCopy ? Staging::kZeroCopy : Staging::kScratch,
                             {deviceIntra_, deviceInter_}, workers, &choice));
   *out = choice->plan;
   if (useLL != nullptr) *useLL = choice->ll;
@@ -119,9 +127,12 @@ Result EngineImpl::enqueue(const CollCall& call, void* stream) {
                       rank_, static_cast<unsigned long long>(callNo));
     TSR_CHECK(makeDeviceExecutor());
   }
+  // Buffers in windows (same offsets on every rank, the caller's promise): zero-copy plans.
+  WindowUse windows;
+  const bool inWindows = device_->windowsOf(call, &windows);
   std::shared_ptr<const Plan> plan;
   bool ll = false;
-  TSR_CHECK(devicePlan(call, device_->ctas(), &plan, &ll));
+  TSR_CHECK(devicePlan(call, device_->ctas(), inWindows, &plan, &ll));
   if (ll) {
     bool used = false;
     TSR_CHECK(device_->enqueueLL(call, callNo, stream, &used));
@@ -131,7 +142,31 @@ Result EngineImpl::enqueue(const CollCall& call, void* stream) {
     }
   }
   planner_.take(callNo);
-  return device_->enqueue(call, plan, callNo, stream);
+  return device_->enqueue(call, plan, callNo, stream, inWindows ? &windows : nullptr);
+}
+
+Result EngineImpl::registerWindow(void* ptr, size_t bytes, void** handle) {
+  TSR_CHECK(alive());
+  if (handle == nullptr)
+    return TSR_FAIL(tsrInvalidArgument, "rank %d: registerWindow needs a handle", rank_);
+  if (!options_.deviceEmulation && options_.cudaDevice < 0)
+    return TSR_FAIL(tsrInvalidUsage,
+                    "rank %d: a window on device buffers needs this rank's GPU (the communicator "
+                    "has none)",
+                    rank_);
+  if (!device_) TSR_CHECK(makeDeviceExecutor());
+  DeviceWindow* w = nullptr;
+  TSR_CHECK(device_->registerWindow(ptr, bytes, &w));
+  *handle = w;
+  return tsrSuccess;
+}
+
+Result EngineImpl::deregisterWindow(void* handle) {
+  TSR_CHECK(alive());
+  if (!device_)
+    return TSR_FAIL(tsrInvalidArgument, "rank %d: %p is not a window of this communicator", rank_,
+                    handle);
+  return device_->deregisterWindow(static_cast<DeviceWindow*>(handle));
 }
 
 Result EngineImpl::enqueueP2P(const std::vector<P2PCall>& calls, void* stream) {

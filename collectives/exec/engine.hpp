@@ -145,6 +145,13 @@ class CollectiveEngine {
   // Zero-copy registration (tsrCommRegister): local; peers learn of it when a call uses it.
   virtual Result registerBuffer(void* ptr, size_t bytes, void** handle) = 0;
   virtual Result deregisterBuffer(void* handle) = 0;
+  // A window on device buffers (tsrCommWindowRegister; host buffers under deviceEmulation):
+  // collective, every rank in the same order. Calls whose buffers lie in windows at the same
+  // offset on every rank run zero-copy plans on the device executor (device_executor.hpp,
+  // DeviceWindow). Starts the device executor if none runs yet. deregisterWindow is collective
+  // too, and refused on every rank while an eager call on the window is in flight on any.
+  virtual Result registerWindow(void* ptr, size_t bytes, void** handle) = 0;
+  virtual Result deregisterWindow(void* handle) = 0;
 
   virtual Tuner& tuner() = 0;
   // The tuner's estimate of a call, in microseconds, without running it or talking to a peer

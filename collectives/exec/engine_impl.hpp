@@ -50,6 +50,7 @@ enum EngineTag {
   kTagP2PSetup = 4,
   kTagDevicePlanSetup = 5,  // the device executor's plan binding (device_bind.cpp)
   kTagDeviceP2PSetup = 6,   // the device executor's send/recv links (device_p2p.cpp)
+  kTagDeviceWindow = 7,     // the device executor's windows (device_window.cpp)
 };
 // The user tag the engine gives the transport layer for connects and semaphores.
 inline constexpr int kEngineTransportTag = 0x6578;
@@ -232,6 +233,8 @@ class EngineImpl final : public CollectiveEngine {
   Result startP2P(const std::vector<P2PCall>& calls, std::unique_ptr<Operation>* out) override;
   Result registerBuffer(void* ptr, size_t bytes, void** handle) override;
   Result deregisterBuffer(void* handle) override;
+  Result registerWindow(void* ptr, size_t bytes, void** handle) override;  // device_engine.cpp
+  Result deregisterWindow(void* handle) override;
   Tuner& tuner() override { return planner_.tuner(); }
   Result predictUs(const CollCall& call, bool onDevice, double* us) override;
   Result predictP2PUs(const P2PCall& call, double* us) override;
@@ -241,12 +244,14 @@ class EngineImpl final : public CollectiveEngine {
   Result deviceSynchronize() override;
   Result deviceError() override;
   void abortDevice() override;
-  // The verified plan the device executor runs for `call` (given, named or tuned; never
-  // zero-copy), from the planner, without binding host resources (device_engine.cpp).
-  // *useLL (optional): the tuner picked the LL protocol (the plan is the fallback when LL cannot
-  // run the call). `workers`: the device executor's CTAs, spread over the plan's workers.
-  Result devicePlan(const CollCall& call, int workers, std::shared_ptr<const Plan>* out,
-                    bool* useLL = nullptr);
+  // The verified plan the device executor runs for `call` (given, named or tuned), from the
+  // planner, without binding host resources (device_engine.cpp). `zeroCopy`: the call's buffers
+  // lie in windows, so a zero-copy plan may run (a named family's zero-copy form, or the tuner's
+  // choice with Staging::kZeroCopy). *useLL (optional): the tuner picked the LL protocol (the
+  // plan is the fallback when LL cannot run the call). `workers`: the device executor's CTAs,
+  // spread over the plan's workers.
+  Result devicePlan(const CollCall& call, int workers, bool zeroCopy,
+                    std::shared_ptr<const Plan>* out, bool* useLL = nullptr);
 
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
@@ -258,6 +263,8 @@ class EngineImpl final : public CollectiveEngine {
   size_t scratchBytes() const { return scratchBytes_; }
   // The device executor's scratch per plan (EngineOptions::scratchBytes).
   size_t deviceScratchBytes() const { return deviceScratchBytes_; }
+  // The device executor (null until the first device call or window); tests look at its counts.
+  const DeviceExecutor* deviceExecutor() const { return device_.get(); }
   TransportContext& transports() { return *ctx_; }
 
   // Turns: operations run in start order.

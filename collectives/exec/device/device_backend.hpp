@@ -284,12 +284,14 @@ class DeviceBackend {
       if (base != nullptr && device::rangeFits(off, n * elemSize_, bytes)) return base + off;
     } else {
       bool in = ref.buffer == kExecInput;
-      if (ref.peer < 0)
+      if (ref.peer < 0) {
         base = in ? const_cast<char*>(item_.input) : item_.output;
-      else
-        base = item_.peerUser == nullptr ? nullptr
-               : in                      ? item_.peerUser[ref.peer].input
-                                         : item_.peerUser[ref.peer].output;
+      } else {
+        // A window's entry for the peer's rank, at this rank's offset (WorkItem::peerInput).
+        char* const* table = in ? item_.peerInput : item_.peerOutput;
+        base = table == nullptr ? nullptr : table[p_.peers[ref.peer].rank];
+        if (base != nullptr) base += in ? item_.peerInputOffset : item_.peerOutputOffset;
+      }
       if (base != nullptr) return base + (s * item_.count + iterOffset_ + at) * elemSize_;
     }
     fail(devdetail::kCodeInvalidArgument, kWhyBounds, ref.peer >= 0 ? p_.peers[ref.peer].rank : -1);

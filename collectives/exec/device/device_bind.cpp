@@ -53,11 +53,6 @@ Result recvBlob(Bootstrap& b, int rank, int peer, std::string* blob) {
 // What the plan needs beyond the device runner's fixed limits (checked before talking to peers:
 // every rank compiles the same plan, so every rank refuses alike).
 Result checkLimits(const BoundPlan& bp, int rank, int ctas) {
-  if (bp.zeroCopy)
-    return TSR_FAIL(tsrInvalidUsage,
-                    "rank %d: plan %s is zero-copy; the device executor runs only plans through "
-                    "its scratch",
-                    rank, bp.label.c_str());
   if (bp.maxSrcs > exec::kMaxDeviceSrcs)
     return TSR_FAIL(tsrInvalidUsage,
                     "rank %d: plan %s has an op with %d sources; the device executor takes at "
@@ -114,7 +109,7 @@ Result buildImage(DeviceExecutor* ex, int ctas, DeviceBoundPlan* dbp) {
   dp.barrierCounts = reinterpret_cast<uint32_t*>(base + oBarriers);
   dp.staging = dbp->staging ? static_cast<char*>(dbp->staging->data()) : nullptr;
   dp.stagingBytes = dbp->staging ? dbp->staging->size() / static_cast<uint64_t>(ctas) : 0;
-  dp.zeroCopy = 0;
+  dp.zeroCopy = bp.zeroCopy ? 1 : 0;
   dp.anyUnmapped = bp.anyUnmapped ? 1 : 0;
   dp.fingerprint = bp.fingerprint;
   std::memcpy(host.data(), &dp, sizeof dp);
@@ -210,6 +205,15 @@ Result bindDevicePlan(DeviceExecutor* ex, std::shared_ptr<const Plan> plan, int 
     }
     bp.anyUnmapped = bp.anyUnmapped || !link.mapped;
   }
+  // A zero-copy plan loads and stores the peers' windows (WorkItem::peerInput), which only a
+  // memory channel maps; the engine chooses one only where every peer mapped the windows
+  // (DeviceWindow::usable), so this is a plan given or named by the caller.
+  if (bp.zeroCopy && bp.anyUnmapped)
+    return TSR_FAIL(tsrInvalidUsage,
+                    "rank %d: plan %s is zero-copy, and a peer of it is reached through a port "
+                    "channel (not mapped): the device executor runs zero-copy plans only where "
+                    "every peer maps this rank's windows",
+                    rank, plan->name.c_str());
   dbp->semPorts.resize(bp.sems.size());
   if (bp.anyUnmapped) {
     TSR_CHECK(ex->allocate(kStagingBytesPerCta * static_cast<uint64_t>(ctas), &dbp->staging));

@@ -137,6 +137,8 @@ DeviceExecutor::~DeviceExecutor() {
         options_.rank);
     s.side->abandon();
     (void)state_.release();
+    for (auto& w : windows_) (void)w.release();
+    for (auto& t : retiredTables_) (void)new std::shared_ptr<Memory>(std::move(t));
     return;
   }
   s.side->quiesce();
@@ -144,7 +146,9 @@ DeviceExecutor::~DeviceExecutor() {
   // ranks held back run now, on this thread. Ours (the plans' memory, the queue) go through the
   // same registry: a free never waits for another communicator's grid (idle_release.hpp).
   if (s.resident) residentGridEnded(registryDevice(), options_.ctas);
-  s.plans.clear();  // device memory of the plans, while the GPU is current
+  s.plans.clear();  // device memory of the plans and windows, while the GPU is current
+  windows_.clear();
+  retiredTables_.clear();
   s.side->release();
 }
 
@@ -211,9 +215,19 @@ Result DeviceExecutor::post(exec::WorkItem item, void* stream, const exec::P2PGr
   return state_->side->post(item, stream, group, groups);
 }
 
+bool DeviceExecutor::eagerDone(uint32_t ticket) const {
+  return static_cast<int32_t>(exec::loadAcquire32(state_->hq.eagerWord) - ticket) >= 0;
+}
+
 Result DeviceExecutor::enqueue(const CollCall& call, const std::shared_ptr<const Plan>& plan,
-                               uint64_t callNo, void* stream) {
+                               uint64_t callNo, void* stream, const WindowUse* windows) {
   State& s = *state_;
+  if (plan->zeroCopy && windows == nullptr)
+    return TSR_FAIL(tsrInvalidUsage,
+                    "rank %d: plan %s (call %llu) is zero-copy, and the call's buffers do not lie "
+                    "in windows: the device executor runs zero-copy plans only on buffers every "
+                    "rank registered with tsrCommWindowRegister, at the same offsets",
+                    options_.rank, plan->name.c_str(), static_cast<unsigned long long>(callNo));
   auto it = s.plans.find(plan.get());
   if (it == s.plans.end()) {
     bool capturing = false;
@@ -266,8 +280,23 @@ Result DeviceExecutor::enqueue(const CollCall& call, const std::shared_ptr<const
                          (call.collective != Collective::kReduce || options_.rank == call.root)
                      ? 1
                      : 0;
+  if (plan->zeroCopy) {
+    item.peerInput =
+        windows->input ? static_cast<char* const*>(windows->input->table->data()) : nullptr;
+    item.peerInputOffset = windows->inputOffset;
+    item.peerOutput =
+        windows->output ? static_cast<char* const*>(windows->output->table->data()) : nullptr;
+    item.peerOutputOffset = windows->outputOffset;
+  }
+  bool captured = false;
+  if (plan->zeroCopy && s.side->capturing(stream, &captured) != tsrSuccess) captured = false;
   s.hq.lastCall = callNo;
-  return post(item, stream);
+  TSR_CHECK(post(item, stream));
+  if (plan->zeroCopy) {
+    noteWindowUse(*windows, captured, s.hq.ticket);
+    ++zeroCopyCalls_;
+  }
+  return tsrSuccess;
 }
 
 Result DeviceExecutor::synchronize() {

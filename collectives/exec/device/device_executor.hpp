@@ -99,6 +99,35 @@ struct DeviceBoundPlan {
   exec::DevicePlan* devicePlan = nullptr;                  // inside `image`
 };
 
+// A window (tsrCommWindowRegister, as NCCL's ncclCommWindowRegister): a buffer every rank
+// registered together, each mapped by every peer, so that a call whose buffers lie in windows runs
+// a zero-copy plan on them. Symmetric: a call's buffers are at the same offset in every rank's
+// window (the caller's promise, as NCCL's), so a peer's buffer is its window's base plus this
+// rank's offset, and every rank decides alike without talking.
+struct DeviceWindow {
+  char* base = nullptr;
+  size_t bytes = 0;
+  size_t minBytes = 0;  // the smallest of every rank's window: a zero-copy range stays under it
+  bool usable = false;  // every rank mapped every peer's window (memory channels only)
+  std::shared_ptr<Memory> memory;                    // this rank's registration (its export)
+  std::vector<std::shared_ptr<RemoteMemory>> peers;  // by rank (own: none)
+  std::shared_ptr<Memory> table;                     // char*[nranks], where the kernels read it
+  // In flight: the last eager call on the window (its ticket) and whether any call on it was
+  // captured into a graph (replays cannot be counted: the table is cleared at deregistration).
+  uint32_t lastTicket = 0;
+  bool eagerUsed = false;
+  bool captured = false;
+};
+
+// A call's windows, as DeviceExecutor::enqueue takes them (null windows: a buffer the rank does
+// not use in the call).
+struct WindowUse {
+  const DeviceWindow* input = nullptr;
+  uint64_t inputOffset = 0;
+  const DeviceWindow* output = nullptr;
+  uint64_t outputOffset = 0;
+};
+
 class DeviceExecutor {
  public:
   static Result create(const DeviceExecutorOptions& options, std::unique_ptr<DeviceExecutor>* out);
@@ -108,8 +137,20 @@ class DeviceExecutor {
 
   // Enqueues `call` (validated; count > 0; nranks > 1) with `plan` chosen by the engine, on
   // `stream` (ignored by the emulation). `callNo` is the engine's call number.
+  // A zero-copy plan needs `windows` (WindowUse, found by windowsOf); a staged one ignores it.
   Result enqueue(const CollCall& call, const std::shared_ptr<const Plan>& plan, uint64_t callNo,
-                 void* stream);
+                 void* stream, const WindowUse* windows = nullptr);
+  // Windows (device_window.cpp). registerWindow is collective (every rank, in the same order):
+  // each rank registers [ptr, ptr + bytes) with its transports and sends every peer its export,
+  // maps theirs over its device connections, and all agree whether every peer mapped every window
+  // (DeviceWindow::usable) and on the smallest size. deregisterWindow is collective too: refused
+  // on every rank, with a sentence, while a rank's eager call on the window is in flight; else
+  // every rank drops its mappings of the peers' windows before any rank releases its own.
+  Result registerWindow(void* ptr, size_t bytes, DeviceWindow** out);
+  Result deregisterWindow(DeviceWindow* window);
+  // Whether the buffers `call` uses on this rank lie in usable windows, within every rank's
+  // window; the windows and offsets in *out when so.
+  bool windowsOf(const CollCall& call, WindowUse* out) const;
   // The LL protocol's exchange for a small call (ll.hpp); false in *used when LL cannot run it
   // (a peer not mapped, too large), and nothing is enqueued then.
   Result enqueueLL(const CollCall& call, uint64_t callNo, void* stream, bool* used);
@@ -127,6 +168,9 @@ class DeviceExecutor {
   // Raises the abort flag: waits on the executing side give up at once.
   void abort();
 
+  // Calls enqueued with a zero-copy plan on windows so far (tests).
+  uint64_t zeroCopyCalls() const { return zeroCopyCalls_; }
+  size_t windowCount() const { return windows_.size(); }
   LaunchMode mode() const { return options_.mode; }
   int ctas() const { return options_.ctas; }
 
@@ -165,6 +209,15 @@ class DeviceExecutor {
     void operator()(P2PState* p) const;
   };
   std::unique_ptr<P2PState, P2PDeleter> p2p_;
+  // Windows (device_window.cpp): the registered ones, and the tables of deregistered windows that
+  // a captured call named (a replay may still read them: cleared, kept while the executor lives).
+  std::vector<std::unique_ptr<DeviceWindow>> windows_;
+  std::vector<std::shared_ptr<Memory>> retiredTables_;
+  uint64_t zeroCopyCalls_ = 0;
+  // After a call on `use`'s windows was posted: its eager ticket, or that it was captured.
+  void noteWindowUse(const WindowUse& use, bool captured, uint32_t ticket);
+  // Whether the eager call of `ticket` has completed (device_executor.cpp).
+  bool eagerDone(uint32_t ticket) const;
 };
 
 }  // namespace tessera

@@ -74,16 +74,10 @@ struct DevicePlan {
   // reused as a ring that is flushed (port.flush) before it wraps. nullptr when every peer maps.
   char* staging;
   uint64_t stagingBytes;
-  uint8_t zeroCopy;  // refs reach peers' input or output (WorkItem::peerUser is set)
+  uint8_t zeroCopy;  // refs reach peers' input or output (WorkItem::peerInput / peerOutput)
   uint8_t anyUnmapped;
   uint8_t pad[6];
   uint64_t fingerprint;
-};
-
-// A peer's user buffers mapped here for one zero-copy call (index = peer slot).
-struct PeerUserDevice {
-  char* input;
-  char* output;
 };
 
 // The LL protocol's buffers (ll.hpp): every rank has an inbox with one slot per sender and two

@@ -49,15 +49,22 @@ struct WorkItem {
   const DevicePlan* plan;
   const char* input;
   char* output;
-  const PeerUserDevice* peerUser;  // zero-copy calls: the peers' buffers (by peer slot); else null
-  const DeviceLL* ll;              // kItemLL: the LL inboxes
-  const P2PGroupDesc* p2p;         // kItemP2P: the group (in the group ring, or a kernel param)
-  uint32_t* doneWord;              // completion: doneValue is stored here (nullptr: none)
-  uint64_t count;                  // elements per user segment (CollCall's count)
-  uint64_t slice;                  // elements per scratch segment and iteration
-  uint64_t iters;                  // ceil(count / slice)
-  uint64_t callNo;                 // the engine's call number (error reports)
-  uint64_t scalarBits;             // premulsum: the RedCompute<T> scalar's bytes, little end first
+  // Zero-copy calls (the buffers lie in windows, DeviceWindow): by rank, where each rank's window
+  // holding the input (output) is mapped here; a peer's buffer is its entry plus the same offset
+  // as this rank's (windows are symmetric). nullptr otherwise; an entry is nullptr once the window
+  // was deregistered (a replayed graph then fails with kWhyBounds instead of touching it).
+  char* const* peerInput;
+  char* const* peerOutput;
+  uint64_t peerInputOffset;
+  uint64_t peerOutputOffset;
+  const DeviceLL* ll;       // kItemLL: the LL inboxes
+  const P2PGroupDesc* p2p;  // kItemP2P: the group (in the group ring, or a kernel param)
+  uint32_t* doneWord;       // completion: doneValue is stored here (nullptr: none)
+  uint64_t count;           // elements per user segment (CollCall's count)
+  uint64_t slice;           // elements per scratch segment and iteration
+  uint64_t iters;           // ceil(count / slice)
+  uint64_t callNo;          // the engine's call number (error reports)
+  uint64_t scalarBits;      // premulsum: the RedCompute<T> scalar's bytes, little end first
   uint32_t doneValue;
   int32_t root;        // rooted collectives (kItemLL)
   uint8_t kind;        // kItemRun, kItemStop, kItemLL, kItemP2P

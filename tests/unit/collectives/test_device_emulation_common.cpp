@@ -96,9 +96,11 @@ double tolerance(tsrDataType_t dt, RedKind op, double ref) {
   return rel * std::fabs(ref);
 }
 
-// Runs the call one way into fresh buffers; `out` receives this rank's output buffer.
+// Runs the call one way into fresh buffers, or (`window`) into [window, window + windowBytes):
+// the input at its start and the output after it (64-byte aligned), or both at its start in
+// place. `out` receives this rank's output buffer.
 std::string runOnce(CollectiveEngine& e, int rank, int nranks, const DevCase& c, bool device,
-                    std::vector<uint8_t>* out) {
+                    std::vector<uint8_t>* out, char* window = nullptr, size_t windowBytes = 0) {
   size_t es = dtypeSize(c.dtype);
   size_t inElems = c.count * static_cast<size_t>(inputSegments(c.coll, nranks));
   size_t outElems = c.count * static_cast<size_t>(outputSegments(c.coll, nranks));
@@ -112,15 +114,32 @@ std::string runOnce(CollectiveEngine& e, int rank, int nranks, const DevCase& c,
   call.op = opOf(c);
   call.root = c.root;
   call.algorithm = c.algorithm;
-  call.sendbuf = a.data();
-  call.recvbuf = b.data();
   std::vector<uint8_t> inPlaceBuf;
+  uint8_t* send = a.data();
+  uint8_t* recv = b.data();
   if (c.inPlace) {  // allreduce / broadcast / reduce only: the input is the output
     inPlaceBuf = a;
     inPlaceBuf.resize(std::max(a.size(), b.size()), 0xA5);
-    call.sendbuf = call.recvbuf = inPlaceBuf.data();
+    send = recv = inPlaceBuf.data();
   }
-  std::vector<uint8_t> input = a;
+  if (window != nullptr) {
+    const size_t outAt = c.inPlace ? 0 : (a.size() + 63) / 64 * 64;
+    const size_t need = outAt + (c.inPlace ? inPlaceBuf.size() : b.size());
+    if (need > windowBytes)
+      return devCaseName(c, nranks) +
+             strprintf(": needs %zu bytes of window, has %zu", need, windowBytes);
+    send = reinterpret_cast<uint8_t*>(window);
+    recv = reinterpret_cast<uint8_t*>(window) + outAt;
+    if (c.inPlace) {
+      std::memcpy(send, inPlaceBuf.data(), inPlaceBuf.size());
+    } else {
+      std::memcpy(send, a.data(), a.size());
+      std::memcpy(recv, b.data(), b.size());
+    }
+  }
+  call.sendbuf = send;
+  call.recvbuf = recv;
+  const std::vector<uint8_t> input = a;
   Result r;
   if (device) {
     r = e.enqueue(call, nullptr);
@@ -134,11 +153,34 @@ std::string runOnce(CollectiveEngine& e, int rank, int nranks, const DevCase& c,
     return devCaseName(c, nranks) + (device ? " (device): " : " (host): ") + resultName(r) + ": " +
            lastErrorMessage();
   if (c.inPlace) {
-    inPlaceBuf.resize(b.size());
-    *out = inPlaceBuf;
+    out->assign(recv, recv + b.size());
   } else {
-    if (a != input) return devCaseName(c, nranks) + ": the input was modified";
-    *out = b;
+    if (std::memcmp(send, input.data(), input.size()) != 0)
+      return devCaseName(c, nranks) + ": the input was modified";
+    out->assign(recv, recv + b.size());
+  }
+  return "";
+}
+
+std::string compareRuns(const DevCase& c, int rank, int nranks, const std::vector<uint8_t>& dev,
+                        const std::vector<uint8_t>& host) {
+  size_t es = dtypeSize(c.dtype);
+  for (size_t i = 0; i < dev.size() / es; ++i) {
+    double g = getVal(c.dtype, dev.data(), i), h = getVal(c.dtype, host.data(), i);
+    if (std::memcmp(dev.data() + i * es, host.data() + i * es, es) != 0)
+      return devCaseName(c, nranks) +
+             strprintf(": rank %d element %zu is %g on the device executor, %g on the host", rank,
+                       i, g, h);
+    double want = refOut(c, rank, nranks, i);
+    if (std::isnan(want)) {
+      for (size_t k = 0; k < es; ++k)
+        if (dev[i * es + k] != 0xA5 && !c.inPlace)
+          return devCaseName(c, nranks) + strprintf(": rank %d wrote element %zu", rank, i);
+      continue;
+    }
+    if (std::fabs(g - want) > tolerance(c.dtype, c.op, want))
+      return devCaseName(c, nranks) +
+             strprintf(": rank %d element %zu is %g, expected %g", rank, i, g, want);
   }
   return "";
 }
@@ -169,25 +211,16 @@ std::string runDeviceCase(CollectiveEngine& e, int rank, int nranks, const DevCa
   std::string err = runOnce(e, rank, nranks, c, true, &dev);
   if (err.empty()) err = runOnce(e, rank, nranks, c, false, &host);
   if (!err.empty()) return err;
-  size_t es = dtypeSize(c.dtype);
-  for (size_t i = 0; i < dev.size() / es; ++i) {
-    double g = getVal(c.dtype, dev.data(), i), h = getVal(c.dtype, host.data(), i);
-    if (std::memcmp(dev.data() + i * es, host.data() + i * es, es) != 0)
-      return devCaseName(c, nranks) +
-             strprintf(": rank %d element %zu is %g on the device executor, %g on the host", rank,
-                       i, g, h);
-    double want = refOut(c, rank, nranks, i);
-    if (std::isnan(want)) {
-      for (size_t k = 0; k < es; ++k)
-        if (dev[i * es + k] != 0xA5 && !c.inPlace)
-          return devCaseName(c, nranks) + strprintf(": rank %d wrote element %zu", rank, i);
-      continue;
-    }
-    if (std::fabs(g - want) > tolerance(c.dtype, c.op, want))
-      return devCaseName(c, nranks) +
-             strprintf(": rank %d element %zu is %g, expected %g", rank, i, g, want);
-  }
-  return "";
+  return compareRuns(c, rank, nranks, dev, host);
+}
+
+std::string runDeviceCaseIn(CollectiveEngine& e, int rank, int nranks, const DevCase& c,
+                            char* window, size_t windowBytes) {
+  std::vector<uint8_t> dev, host;
+  std::string err = runOnce(e, rank, nranks, c, true, &dev, window, windowBytes);
+  if (err.empty()) err = runOnce(e, rank, nranks, c, false, &host);
+  if (!err.empty()) return err;
+  return compareRuns(c, rank, nranks, dev, host);
 }
 
 }  // namespace tessera::devtest

@@ -38,4 +38,10 @@ std::string devCaseName(const DevCase& c, int nranks);
 // each other bit for bit and the reference (exact, or within rounding for avg of narrow types).
 std::string runDeviceCase(CollectiveEngine& e, int rank, int nranks, const DevCase& c);
 
+// The same on the device executor with its buffers inside [window, window + windowBytes) (the
+// input at the start, the output after it, 64-byte aligned; in place: both at the start), e.g. a
+// window registered with registerWindow; the host executor's run uses fresh buffers.
+std::string runDeviceCaseIn(CollectiveEngine& e, int rank, int nranks, const DevCase& c,
+                            char* window, size_t windowBytes);
+
 }  // namespace tessera::devtest

@@ -1,0 +1,186 @@
+// Windows of the device executor (device_executor.hpp, DeviceWindow): collective registration of
+// a buffer on every rank, mapped by every peer over the device executor's own connections (p2p
+// and cuda_ipc on a GPU; inproc and shm in the emulation), so that calls on it run zero-copy plans
+// with no handshake: the kernels find a peer's buffer in the window's table (WorkItem::peerInput).
+//
+// Registration, on every rank in the same order: register the buffer with the transports, then,
+// peer by peer in increasing order (as plans bind: bootstrap sends never wait for the receiver),
+// connect, send this rank's export for that connection's transport (an empty blob where it cannot
+// export the memory, e.g. malloc memory to another process) and receive the peer's; map what came.
+// One allGather then says every rank's size and whether it mapped all its peers, so every rank
+// computes the same DeviceWindow::usable and minBytes.
+//
+// Deregistration: one allGather of every rank's verdict (an eager call on the window still in
+// flight refuses it), so that every rank refuses or none does; then each rank clears the window's
+// table (a graph replayed later finds no peer there and fails instead of touching freed memory),
+// drops its mappings of the peers' windows, and only after a barrier (every peer has unmapped this
+// rank's window) releases its own registration.
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/exec/device/device_executor.hpp"
+#include "collectives/exec/engine_impl.hpp"
+#include "core/datatype.hpp"
+
+namespace tessera {
+namespace {
+constexpr Subsys kLogSubsys = Subsys::kColl;
+constexpr uint64_t kMaxWindowBlobBytes = 1 << 20;
+
+struct WindowAgreement {
+  uint64_t bytes;
+  uint32_t mappedAll;
+  uint32_t pad;
+};
+
+}  // namespace
+
+Result DeviceExecutor::registerWindow(void* ptr, size_t bytes, DeviceWindow** out) {
+  const int rank = options_.rank, n = options_.nranks;
+  if (ptr == nullptr || bytes == 0 || out == nullptr)
+    return TSR_FAIL(tsrInvalidArgument, "rank %d: a window needs a buffer (%p, %zu bytes)", rank,
+                    ptr, bytes);
+  TransportContext& ctx = *options_.transports;
+  Bootstrap& b = ctx.bootstrap();
+  const int tag = kEngineTagBase + kTagDeviceWindow;
+  auto w = std::make_unique<DeviceWindow>();
+  w->base = static_cast<char*>(ptr);
+  w->bytes = bytes;
+  w->peers.resize(static_cast<size_t>(n));
+  // A failure from here on leaves the peers out of step (they wait for this rank's blob or its
+  // allGather): the engine is poisoned, as when a plan's binding fails.
+  auto fail = [&](Result r) { return options_.engine->poison(r); };
+  Result r = ctx.registerMemory(ptr, bytes, emulated() ? MemoryKind::kHost : MemoryKind::kCuda,
+                                &w->memory);
+  if (r != tsrSuccess) return fail(r);
+  bool mappedAll = true;
+  for (int p = 0; p < n; ++p) {
+    if (p == rank) continue;
+    std::shared_ptr<Connection> conn;
+    if ((r = connection(p, &conn)) != tsrSuccess) return fail(r);
+    std::string mine;
+    MemoryExport* e = w->memory->exportOf(conn->kind());
+    if (conn->mapsMemory() && e != nullptr && !e->section.empty() &&
+        (r = w->memory->serialize(&mine)) != tsrSuccess)
+      return fail(r);
+    uint64_t len = mine.size();
+    if ((r = b.send(p, tag, &len, sizeof len)) != tsrSuccess ||
+        (len > 0 && (r = b.send(p, tag, mine.data(), len)) != tsrSuccess))
+      return fail(r);
+    uint64_t theirLen = 0;
+    if ((r = b.recv(p, tag, &theirLen, sizeof theirLen)) != tsrSuccess) return fail(r);
+    if (theirLen > kMaxWindowBlobBytes)
+      return fail(TSR_FAIL(tsrInternalError, "rank %d: rank %d announced a %llu-byte window blob",
+                           rank, p, static_cast<unsigned long long>(theirLen)));
+    std::string theirs(theirLen, '\0');
+    if (theirLen > 0 && (r = b.recv(p, tag, theirs.data(), theirLen)) != tsrSuccess) return fail(r);
+    if (theirs.empty()) {
+      mappedAll = false;  // the peer cannot export its window to this rank: staged calls
+      continue;
+    }
+    if ((r = conn->importMemory(theirs, &w->peers[static_cast<size_t>(p)])) != tsrSuccess)
+      return fail(r);
+    if (w->peers[static_cast<size_t>(p)]->mapped() == nullptr) mappedAll = false;
+  }
+  std::vector<WindowAgreement> all(static_cast<size_t>(n));
+  all[static_cast<size_t>(rank)] = WindowAgreement{bytes, mappedAll ? 1u : 0u, 0};
+  if ((r = b.allGather(all.data(), sizeof(WindowAgreement))) != tsrSuccess) return fail(r);
+  w->usable = true;
+  w->minBytes = bytes;
+  for (const WindowAgreement& a : all) {
+    w->usable = w->usable && a.mappedAll != 0;
+    w->minBytes = std::min<size_t>(w->minBytes, a.bytes);
+  }
+  // The table the kernels read: every rank's window as mapped here (this rank's own at `rank`).
+  std::vector<char*> table(static_cast<size_t>(n), nullptr);
+  table[static_cast<size_t>(rank)] = w->base;
+  for (int p = 0; p < n; ++p)
+    if (w->peers[static_cast<size_t>(p)])
+      table[static_cast<size_t>(p)] =
+          static_cast<char*>(w->peers[static_cast<size_t>(p)]->mapped());
+  TSR_CHECK(allocate(table.size() * sizeof(char*), &w->table));
+  TSR_CHECK(upload(w->table->data(), table.data(), table.size() * sizeof(char*)));
+  TSR_INFO("rank %d: window %p (%zu bytes) registered: %s, smallest window %zu bytes", rank, ptr,
+           bytes,
+           w->usable ? "every peer maps it (zero-copy)" : "not mapped by every peer (staged)",
+           w->minBytes);
+  *out = w.get();
+  windows_.push_back(std::move(w));
+  return tsrSuccess;
+}
+
+Result DeviceExecutor::deregisterWindow(DeviceWindow* window) {
+  const int rank = options_.rank, n = options_.nranks;
+  auto it = std::find_if(windows_.begin(), windows_.end(),
+                         [&](const std::unique_ptr<DeviceWindow>& w) { return w.get() == window; });
+  if (it == windows_.end())
+    return TSR_FAIL(tsrInvalidArgument, "rank %d: %p is not a window of this communicator", rank,
+                    static_cast<void*>(window));
+  DeviceWindow& w = **it;
+  // This rank's verdict: 0 to go on, else the ticket of its call still in flight.
+  uint32_t busy = 0;
+  if (w.eagerUsed && !eagerDone(w.lastTicket)) busy = w.lastTicket;
+  std::vector<uint32_t> verdicts(static_cast<size_t>(n), 0);
+  verdicts[static_cast<size_t>(rank)] = busy;
+  TransportContext& ctx = *options_.transports;
+  Result r = ctx.bootstrap().allGather(verdicts.data(), sizeof(uint32_t));
+  if (r != tsrSuccess) return options_.engine->poison(r);
+  for (int p = 0; p < n; ++p)
+    if (verdicts[static_cast<size_t>(p)] != 0)
+      return TSR_FAIL(tsrInvalidUsage,
+                      "rank %d: window %p (%zu bytes) was not deregistered: rank %d still has a "
+                      "call on it in flight; synchronize the streams that use it (tsrCommFinalize "
+                      "or cudaStreamSynchronize) on every rank, then deregister",
+                      rank, static_cast<void*>(w.base), w.bytes, p);
+  // No replay may reach a peer's window once it can be freed (a captured call's table stays, with
+  // no entries, as long as the executor does).
+  std::vector<char*> none(static_cast<size_t>(n), nullptr);
+  TSR_CHECK(upload(w.table->data(), none.data(), none.size() * sizeof(char*)));
+  if (w.captured) retiredTables_.push_back(w.table);
+  for (auto& p : w.peers) p.reset();
+  r = ctx.bootstrap().barrier();  // every peer has dropped its mapping of this rank's window
+  if (r != tsrSuccess) return options_.engine->poison(r);
+  windows_.erase(it);  // releases this rank's registration
+  return tsrSuccess;
+}
+
+bool DeviceExecutor::windowsOf(const CollCall& call, WindowUse* out) const {
+  *out = WindowUse{};
+  if (windows_.empty()) return false;
+  const int n = options_.nranks;
+  const size_t elem = call.count * dtypeSize(call.dtype);
+  const size_t inBytes = elem * static_cast<size_t>(inputSegments(call.collective, n));
+  const size_t outBytes = elem * static_cast<size_t>(outputSegments(call.collective, n));
+  auto find = [&](const void* ptr, size_t bytes, const DeviceWindow** w, uint64_t* offset) {
+    const char* p = static_cast<const char*>(ptr);
+    for (const auto& x : windows_) {
+      if (!x->usable || p < x->base) continue;
+      const auto off = static_cast<size_t>(p - x->base);
+      if (off > x->minBytes || bytes > x->minBytes - off) continue;
+      *w = x.get();
+      *offset = off;
+      return true;
+    }
+    return false;
+  };
+  // Both buffers, also the one a rank does not use in a broadcast or reduce: a non-root finds the
+  // root's input (or output) through its own buffer's window and offset, so every rank names
+  // both, at the same offsets (in place, or both in windows), and every rank decides alike.
+  return find(call.sendbuf, inBytes, &out->input, &out->inputOffset) &&
+         find(call.recvbuf, outBytes, &out->output, &out->outputOffset);
+}
+
+void DeviceExecutor::noteWindowUse(const WindowUse& use, bool captured, uint32_t ticket) {
+  for (const DeviceWindow* c : {use.input, use.output}) {
+    if (c == nullptr) continue;
+    auto* w = const_cast<DeviceWindow*>(c);  // the executor's own (windows_)
+    if (captured) {
+      w->captured = true;
+    } else {
+      w->eagerUsed = true;
+      w->lastTicket = ticket;
+    }
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,278 @@
+// Windows of the device executor, emulated on host threads (device_window.cpp): collective
+// registration, zero-copy plans on buffers in windows at 2, 4 and 8 ranks (every collective, the
+// tuner's choice and every family forced), calls outside windows staged, deregistration refused
+// on every rank while a call on the window is in flight, processes that map each other's windows
+// (shared memory) and those that cannot (malloc: staged). Every result is compared with the host
+// executor's, bit for bit, and with the serial reference.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "collectives/exec/device/device_executor.hpp"
+#include "collectives/exec/engine_impl.hpp"
+#include "support/harness.hpp"
+#include "test_device_emulation_common.hpp"
+#include "test_exec_common.hpp"
+#include "transport/host_alloc.hpp"
+#include "unit/transport/transport_test_util.hpp"
+
+namespace tessera::devtest {
+namespace {
+
+using test::RankMode;
+
+// A rank's window buffer: page-aligned host memory (malloc), or memory the host's processes can
+// map (sharedHostAlloc, as tsrMemAlloc).
+class WindowBuffer {
+ public:
+  WindowBuffer(size_t bytes, bool shared) : bytes_(bytes), shared_(shared) {
+    if (shared_) {
+      if (sharedHostAlloc(bytes, &p_) != tsrSuccess) p_ = nullptr;
+    } else {
+      p_ = std::aligned_alloc(4096, bytes);
+    }
+  }
+  ~WindowBuffer() {
+    if (p_ == nullptr) return;
+    if (shared_)
+      (void)sharedHostFree(p_);
+    else
+      std::free(p_);
+  }
+  char* data() const { return static_cast<char*>(p_); }
+  size_t size() const { return bytes_; }
+
+ private:
+  size_t bytes_;
+  bool shared_;
+  void* p_ = nullptr;
+};
+
+uint64_t zeroCopyCalls(CollectiveEngine& e) {
+  auto* impl = dynamic_cast<EngineImpl*>(&e);
+  const DeviceExecutor* ex = impl != nullptr ? impl->deviceExecutor() : nullptr;
+  return ex != nullptr ? ex->zeroCopyCalls() : 0;
+}
+
+size_t windowCount(CollectiveEngine& e) {
+  auto* impl = dynamic_cast<EngineImpl*>(&e);
+  const DeviceExecutor* ex = impl != nullptr ? impl->deviceExecutor() : nullptr;
+  return ex != nullptr ? ex->windowCount() : 0;
+}
+
+// Every collective on the window, the tuner choosing among zero-copy forms; `zeroCopyAtLeast`:
+// how many of them must have run a zero-copy plan.
+std::string everyCollectiveOnWindow(CollectiveEngine& e, int rank, int n, char* win, size_t bytes,
+                                    uint64_t zeroCopyAtLeast) {
+  const uint64_t before = zeroCopyCalls(e);
+  int salt = 100;
+  const size_t count = 20000;  // past the LL protocol's sizes
+  for (tsrDataType_t t : {tsrFloat32, tsrBfloat16}) {
+    for (Collective coll :
+         {Collective::kAllReduce, Collective::kReduceScatter, Collective::kReduce}) {
+      for (RedKind op : {RedKind::kSum, RedKind::kMax}) {
+        DevCase c{coll, "", t, op, count, coll == Collective::kReduce ? n - 1 : 0, false, ++salt};
+        std::string err = runDeviceCaseIn(e, rank, n, c, win, bytes);
+        if (!err.empty()) return err;
+      }
+    }
+    for (Collective coll : {Collective::kAllGather, Collective::kAllToAll}) {
+      DevCase c{coll, "", t, RedKind::kSum, count / 4, 0, false, ++salt};
+      std::string err = runDeviceCaseIn(e, rank, n, c, win, bytes);
+      if (!err.empty()) return err;
+    }
+    for (int root : {0, n - 1}) {
+      DevCase c{Collective::kBroadcast, "", t, RedKind::kSum, count, root, false, ++salt};
+      std::string err = runDeviceCaseIn(e, rank, n, c, win, bytes);
+      if (!err.empty()) return err;
+    }
+  }
+  for (Collective coll : {Collective::kAllReduce, Collective::kBroadcast, Collective::kReduce}) {
+    DevCase c{coll, "", tsrFloat32, RedKind::kSum, 12347, 1 % n, true, ++salt};
+    std::string err = runDeviceCaseIn(e, rank, n, c, win, bytes);
+    if (!err.empty()) return err;
+  }
+  const uint64_t ran = zeroCopyCalls(e) - before;
+  if (ran < zeroCopyAtLeast)
+    return strprintf(
+        "rank %d: %llu calls ran zero-copy plans on the window, expected at least %llu", rank,
+        static_cast<unsigned long long>(ran), static_cast<unsigned long long>(zeroCopyAtLeast));
+  return "";
+}
+
+size_t windowBytesFor(int n) { return size_t{20000} * 4 * static_cast<size_t>(n + 1) + 8192; }
+
+TEST(DeviceWindows, ZeroCopyEveryCollectiveAtTwoFourEightRanks) {
+  for (int n : {2, 4, 8}) {
+    auto results = test::runTransportRanks(RankMode::kThreads, n, [&](TransportContext& ctx) {
+      std::unique_ptr<CollectiveEngine> e;
+      DevSetup setup;
+      setup.scratchBytes = 16 << 10;  // staged calls of this size take many slices
+      TT_CHECK_OK(makeDeviceEngine(ctx, setup, &e));
+      WindowBuffer buf(windowBytesFor(n), false);
+      TT_CHECK(buf.data() != nullptr, "no memory for the window");
+      void* win = nullptr;
+      TT_CHECK_OK(e->registerWindow(buf.data(), buf.size(), &win));
+      // All-reduce, reduce-scatter and all-gather have zero-copy forms in every family the tuner
+      // picks for these sizes: at least those 2 x (2 + 2 + 1) + 1 calls run zero-copy.
+      std::string err = everyCollectiveOnWindow(*e, ctx.rank(), n, buf.data(), buf.size(), 11);
+      if (!err.empty()) return err;
+      // The same calls on buffers outside any window are staged, and still right.
+      const uint64_t before = zeroCopyCalls(*e);
+      DevCase c{Collective::kAllReduce, "", tsrFloat32, RedKind::kSum, 20000, 0, false, 7};
+      err = runDeviceCase(*e, ctx.rank(), n, c);
+      if (!err.empty()) return err;
+      TT_CHECK(zeroCopyCalls(*e) == before, "a call outside the windows ran zero-copy");
+      TT_CHECK_OK(e->deregisterWindow(win));
+      TT_CHECK(windowCount(*e) == 0, "the window is still there after deregistration");
+      // After deregistration the same buffer is staged.
+      err = runDeviceCaseIn(*e, ctx.rank(), n, c, buf.data(), buf.size());
+      if (!err.empty()) return "after deregistration: " + err;
+      TT_CHECK(zeroCopyCalls(*e) == before, "a call on a deregistered window ran zero-copy");
+      return std::string();
+    });
+    test::expectAllRanksOk(results);
+  }
+}
+
+// Every family named (TESSERA_ALGO-like forcing through CollCall::algorithm) on windows: its
+// zero-copy form where it has one, else its staged plan.
+TEST(DeviceWindows, EveryFamilyForcedOnWindows) {
+  const int n = 4;
+  std::vector<std::string> skipped;
+  std::vector<exectest::Usable> plans = exectest::usablePlans(n, {}, &skipped);
+  auto results = test::runTransportRanks(RankMode::kThreads, n, [&](TransportContext& ctx) {
+    std::unique_ptr<CollectiveEngine> e;
+    TT_CHECK_OK(makeDeviceEngine(ctx, DevSetup{}, &e));
+    WindowBuffer buf(windowBytesFor(n), false);
+    void* win = nullptr;
+    TT_CHECK_OK(e->registerWindow(buf.data(), buf.size(), &win));
+    const uint64_t before = zeroCopyCalls(*e);
+    int salt = 0, ran = 0;
+    for (const exectest::Usable& u : plans) {
+      if (u.family == "hier") continue;  // needs several hosts
+      DevCase c{u.coll, u.family, tsrFloat32, RedKind::kSum, 3001, u.root, false, ++salt};
+      std::string err = runDeviceCaseIn(*e, ctx.rank(), n, c, buf.data(), buf.size());
+      if (!err.empty()) return err;
+      ++ran;
+    }
+    TT_CHECK(ran >= 10, "only %d forced cases ran", ran);
+    TT_CHECK(zeroCopyCalls(*e) - before >= 5, "only %llu forced cases ran zero-copy",
+             static_cast<unsigned long long>(zeroCopyCalls(*e) - before));
+    TT_CHECK_OK(e->deregisterWindow(win));
+    return std::string();
+  });
+  test::expectAllRanksOk(results);
+}
+
+// Rank 0 has a call on the window in flight (rank 1 has not made its own yet): deregistration is
+// refused on both ranks, the window stays and the call completes; afterwards it succeeds.
+TEST(DeviceWindows, DeregistrationWhileACallIsInFlightIsRefusedOnEveryRank) {
+  auto results = test::runTransportRanks(RankMode::kThreads, 2, [&](TransportContext& ctx) {
+    std::unique_ptr<CollectiveEngine> e;
+    TT_CHECK_OK(makeDeviceEngine(ctx, DevSetup{}, &e));
+    const size_t count = 50000;
+    WindowBuffer buf(count * 4 * 2 + 4096, false);
+    void* win = nullptr;
+    TT_CHECK_OK(e->registerWindow(buf.data(), buf.size(), &win));
+    auto* in = reinterpret_cast<float*>(buf.data());
+    auto* out = reinterpret_cast<float*>(buf.data() + count * 4);
+    for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(ctx.rank() + 1 + i % 7);
+    CollCall call;
+    call.collective = Collective::kAllReduce;
+    call.count = count;
+    call.dtype = tsrFloat32;
+    (void)redOpBuiltin(tsrSum, &call.op);
+    call.sendbuf = in;
+    call.recvbuf = out;
+    // Once on both ranks first: binding the plan talks to the peer, which the test keeps away.
+    TT_CHECK_OK(e->enqueue(call, nullptr));
+    TT_CHECK_OK(e->deviceSynchronize());
+    for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(ctx.rank() + 1 + i % 7);
+    const bool early = ctx.rank() == 0;
+    if (early) TT_CHECK_OK(e->enqueue(call, nullptr));  // waits for rank 1's call
+    Result r = e->deregisterWindow(win);
+    TT_CHECK(r == tsrInvalidUsage, "deregistration with rank 0's call in flight gave %s",
+             resultName(r));
+    std::string why = lastErrorMessage();
+    TT_CHECK(why.find("rank 0 still has a call on it in flight") != std::string::npos,
+             "the refusal does not name rank 0: %s", why.c_str());
+    TT_CHECK(windowCount(*e) == 1, "the refused window is gone");
+    if (!early) TT_CHECK_OK(e->enqueue(call, nullptr));
+    TT_CHECK_OK(e->deviceSynchronize());
+    TT_CHECK(zeroCopyCalls(*e) == 2, "the calls did not run zero-copy");
+    for (size_t i = 0; i < count; ++i) {
+      const float want = static_cast<float>(3 + 2 * (i % 7));
+      TT_CHECK(out[i] == want, "element %zu is %g, expected %g", i, out[i], want);
+    }
+    TT_CHECK_OK(e->deregisterWindow(win));
+    TT_CHECK(windowCount(*e) == 0, "the window is still there");
+    return std::string();
+  });
+  test::expectAllRanksOk(results);
+}
+
+TEST(DeviceWindows, BadArgumentsAreRefusedAlikeOnEveryRank) {
+  auto results = test::runTransportRanks(RankMode::kThreads, 2, [&](TransportContext& ctx) {
+    std::unique_ptr<CollectiveEngine> e;
+    TT_CHECK_OK(makeDeviceEngine(ctx, DevSetup{}, &e));
+    void* win = nullptr;
+    char byte = 0;
+    TT_CHECK(e->registerWindow(nullptr, 64, &win) == tsrInvalidArgument, "a null buffer passed");
+    TT_CHECK(e->registerWindow(&byte, 0, &win) == tsrInvalidArgument, "0 bytes passed");
+    TT_CHECK(e->registerWindow(&byte, 1, nullptr) == tsrInvalidArgument, "a null handle passed");
+    int notAWindow = 0;
+    TT_CHECK(e->deregisterWindow(&notAWindow) == tsrInvalidArgument,
+             "deregistering something else passed");
+    // Nothing was left half-done: a window and a call still work.
+    WindowBuffer buf(1 << 20, false);
+    TT_CHECK_OK(e->registerWindow(buf.data(), buf.size(), &win));
+    DevCase c{Collective::kAllGather, "", tsrFloat32, RedKind::kSum, 20000, 0, false, 3};
+    std::string err = runDeviceCaseIn(*e, ctx.rank(), 2, c, buf.data(), buf.size());
+    if (!err.empty()) return err;
+    TT_CHECK_OK(e->deregisterWindow(win));
+    TT_CHECK(e->deregisterWindow(win) == tsrInvalidArgument, "deregistering twice passed");
+    return std::string();
+  });
+  test::expectAllRanksOk(results);
+}
+
+// Forked processes over shm: windows of memory the processes can map run zero-copy; windows of
+// malloc memory (not exportable to another process) are registered but staged, alike on both.
+TEST(DeviceWindows, ProcessesMapSharedWindowsAndStageOthers) {
+  auto results = test::runTransportRanks(RankMode::kProcesses, 2, [&](TransportContext& ctx) {
+    std::unique_ptr<CollectiveEngine> e;
+    DevSetup setup;
+    setup.timeoutSeconds = 10;
+    TT_CHECK_OK(makeDeviceEngine(ctx, setup, &e));
+    for (bool shared : {true, false}) {
+      WindowBuffer buf(windowBytesFor(2), shared);
+      TT_CHECK(buf.data() != nullptr, "no memory for the window");
+      void* win = nullptr;
+      TT_CHECK_OK(e->registerWindow(buf.data(), buf.size(), &win));
+      const uint64_t before = zeroCopyCalls(*e);
+      int salt = shared ? 10 : 20;
+      for (Collective coll :
+           {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather}) {
+        DevCase c{coll, "", tsrFloat32, RedKind::kSum, 20000, 0, false, ++salt};
+        std::string err = runDeviceCaseIn(*e, ctx.rank(), 2, c, buf.data(), buf.size());
+        if (!err.empty()) return std::string(shared ? "shared: " : "malloc: ") + err;
+      }
+      const uint64_t ran = zeroCopyCalls(*e) - before;
+      if (shared)
+        TT_CHECK(ran == 3, "%llu of 3 calls on a shared window ran zero-copy",
+                 static_cast<unsigned long long>(ran));
+      else
+        TT_CHECK(ran == 0, "%llu calls on a malloc window ran zero-copy across processes",
+                 static_cast<unsigned long long>(ran));
+      TT_CHECK_OK(e->deregisterWindow(win));
+    }
+    TT_CHECK_OK(ctx.bootstrap().barrier());
+    return std::string();
+  });
+  test::expectAllRanksOk(results);
+}
+
+}  // namespace
+}  // namespace tessera::devtest
