@@ -268,6 +268,23 @@ TSR_API tsrResult_t tsrGroupSimulateEnd(double* estimatedTimeUs);
 TSR_API tsrResult_t tsrCommRegister(const tsrComm_t comm, void* buff, size_t size, void** handle);
 TSR_API tsrResult_t tsrCommDeregister(const tsrComm_t comm, void* handle);
 
+/* Windows (as ncclCommWindowRegister): a collective registration of a buffer of the same layout on
+ * every rank, each rank's mapped by every peer once, so that collectives on device buffers that lie
+ * in windows run zero-copy on the device executor with no per-call exchange. Every rank calls it
+ * in the same order. A call is zero-copy when its send and receive buffers lie in windows at the
+ * same offsets on every rank (for broadcast and reduce, the buffer a rank does not use counts too:
+ * pass both, or call in place); otherwise it is staged through the scratch. Where a peer cannot
+ * map a window (another host, no peer access) its calls are staged. On host memory a window is a
+ * registration (tsrCommRegister). tsrCommWindowDeregister is collective too, and refused on every
+ * rank (tsrInvalidUsage) while an eager call on the window is in flight on any rank: synchronize
+ * the streams first. Flags: TSR_WIN_DEFAULT or TSR_WIN_COLL_SYMMETRIC (the same here). */
+typedef struct tsrWindow* tsrWindow_t;
+#define TSR_WIN_DEFAULT 0x00
+#define TSR_WIN_COLL_SYMMETRIC 0x01
+TSR_API tsrResult_t tsrCommWindowRegister(tsrComm_t comm, void* buff, size_t size, tsrWindow_t* win,
+                                          int flags);
+TSR_API tsrResult_t tsrCommWindowDeregister(tsrComm_t comm, tsrWindow_t win);
+
 /* Memory for zero-copy (as ncclMemAlloc): on a host-only rank, host memory that the other
  * processes of the host can map, so registered buffers of it are read and written by peers
  * directly (memory from malloc can be registered too, but processes cannot share it; such calls

@@ -87,6 +87,9 @@ class TSR_API Communicator {
   // tsrCommRegister / tsrCommDeregister (local).
   tsrResult_t registerBuffer(void* buff, size_t size, void** handle);
   tsrResult_t deregisterBuffer(void* handle);
+  // tsrCommWindowRegister / tsrCommWindowDeregister (collective).
+  tsrResult_t windowRegister(void* buff, size_t size, tsrWindow_t* win, int flags);
+  tsrResult_t windowDeregister(tsrWindow_t win);
 
   // tsrMemAlloc / tsrMemFree: host memory that the processes of this host can share.
   static tsrResult_t memAlloc(void** ptr, size_t size);

@@ -290,6 +290,21 @@ TSR_API tsrResult_t tsrCommDeregister(const tsrComm_t comm, void* handle) {
   });
 }
 
+TSR_API tsrResult_t tsrCommWindowRegister(tsrComm_t comm, void* buff, size_t size, tsrWindow_t* win,
+                                          int flags) {
+  return guarded("tsrCommWindowRegister", [&]() -> tsrResult_t {
+    TSR_LOOKUP(comm, "tsrCommWindowRegister", c);
+    return c->windowRegister(buff, size, win, flags);
+  });
+}
+
+TSR_API tsrResult_t tsrCommWindowDeregister(tsrComm_t comm, tsrWindow_t win) {
+  return guarded("tsrCommWindowDeregister", [&]() -> tsrResult_t {
+    TSR_LOOKUP(comm, "tsrCommWindowDeregister", c);
+    return c->windowDeregister(win);
+  });
+}
+
 TSR_API tsrResult_t tsrMemAlloc(void** ptr, size_t size) {
   return guarded("tsrMemAlloc", [&]() -> tsrResult_t { return Communicator::memAlloc(ptr, size); });
 }

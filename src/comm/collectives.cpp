@@ -298,6 +298,34 @@ tsrResult_t Communicator::deregisterBuffer(void* handle) {
   return impl_->deregisterBuffer(handle);
 }
 
+tsrResult_t Communicator::windowRegister(void* buff, size_t size, tsrWindow_t* win, int flags) {
+  ScopedRank scoped(impl_->rank());
+  const char* api = "tsrCommWindowRegister";
+  if (win == nullptr) return TSR_FAIL(tsrInvalidArgument, "%s: win is NULL", api);
+  *win = nullptr;
+  if (buff == nullptr) return TSR_FAIL(tsrInvalidArgument, "%s: buff is NULL", api);
+  if (size == 0) return TSR_FAIL(tsrInvalidArgument, "%s: size is 0", api);
+  if (size > static_cast<size_t>(PTRDIFF_MAX) || addr(buff) + size < addr(buff))
+    return TSR_FAIL(tsrInvalidArgument,
+                    "%s: [%p, +%zu bytes) runs past the end of the address space", api, buff, size);
+  if ((flags & ~TSR_WIN_COLL_SYMMETRIC) != 0)
+    return TSR_FAIL(tsrInvalidArgument,
+                    "%s: flags 0x%x: only TSR_WIN_DEFAULT and TSR_WIN_COLL_SYMMETRIC are known",
+                    api, static_cast<unsigned>(flags));
+  Placement pl;
+  TSR_CHECK(classifyBuffer(*impl_, api, "buff", buff, &pl));
+  void* handle = nullptr;
+  TSR_CHECK(impl_->registerWindow(buff, size, pl.device, &handle));
+  *win = static_cast<tsrWindow_t>(handle);
+  return tsrSuccess;
+}
+
+tsrResult_t Communicator::windowDeregister(tsrWindow_t win) {
+  ScopedRank scoped(impl_->rank());
+  if (win == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrCommWindowDeregister: win is NULL");
+  return impl_->deregisterWindow(win);
+}
+
 tsrResult_t Communicator::memAlloc(void** ptr, size_t size) {
   if (ptr == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrMemAlloc: ptr is NULL");
   if (size == 0) return TSR_FAIL(tsrInvalidArgument, "tsrMemAlloc: size is 0");

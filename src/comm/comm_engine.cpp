@@ -13,8 +13,20 @@ constexpr Subsys kLogSubsys = Subsys::kColl;
 // Handle value = (id << 4) | kTag: never null, and ids are process-wide, so a handle of another
 // communicator is never mistaken for one of this communicator.
 constexpr uintptr_t kRegistrationTag = 0xb;
+constexpr uintptr_t kWindowTag = 0xc;  // windows' handles: the same ids, another tag
 constexpr unsigned kRegistrationShift = 4;
 std::atomic<uint64_t> nextRegistrationId{1};
+
+void* taggedHandle(uint64_t id, uintptr_t tag) {
+  return reinterpret_cast<void*>(static_cast<uintptr_t>((id << kRegistrationShift) | tag));
+}
+
+// The id of a handle made with `tag`; 0 when it is not one.
+uint64_t handleId(void* handle, uintptr_t tag) {
+  auto v = reinterpret_cast<uintptr_t>(handle);
+  if ((v & ((uintptr_t{1} << kRegistrationShift) - 1)) != tag) return 0;
+  return static_cast<uint64_t>(v >> kRegistrationShift);
+}
 
 // Host index of each rank: ranks of one host share an index; indices are numbered in the order
 // hosts first appear among the ranks, so every rank computes the same vector.
@@ -112,25 +124,22 @@ Result CommImpl::registerBuffer(void* ptr, size_t bytes, bool onDevice, void** h
   Registration reg{ptr, bytes, nullptr, onDevice};
   if (onDevice)
     TSR_INFO(
-        "tsrCommRegister: %p (%zu bytes) is device memory: zero-copy on device buffers is "
-        "not implemented, calls on it are staged through the scratch",
+        "tsrCommRegister: %p (%zu bytes) is device memory: a local registration is not "
+        "mapped by the peers, so calls on it are staged through the scratch; register it on "
+        "every rank with tsrCommWindowRegister for zero-copy",
         ptr, bytes);
   else if (engine_)
     TSR_CHECK(engine_->registerBuffer(ptr, bytes, &reg.engineHandle));
   uint64_t id = nextRegistrationId.fetch_add(1);
   registrations_.emplace(id, reg);
-  *handle = reinterpret_cast<void*>(
-      static_cast<uintptr_t>((id << kRegistrationShift) | kRegistrationTag));
+  *handle = taggedHandle(id, kRegistrationTag);
   return tsrSuccess;
 }
 
 Result CommImpl::deregisterBuffer(void* handle) {
   TSR_CHECK(checkReady("tsrCommDeregister"));
-  auto v = reinterpret_cast<uintptr_t>(handle);
   std::lock_guard<std::mutex> lock(engineMutex_);
-  auto it = registrations_.end();
-  if ((v & ((uintptr_t{1} << kRegistrationShift) - 1)) == kRegistrationTag)
-    it = registrations_.find(static_cast<uint64_t>(v >> kRegistrationShift));
+  auto it = registrations_.find(handleId(handle, kRegistrationTag));
   if (it == registrations_.end())
     return TSR_FAIL(tsrInvalidArgument,
                     "tsrCommDeregister: handle %p was not made by tsrCommRegister on this "
@@ -140,6 +149,51 @@ Result CommImpl::deregisterBuffer(void* handle) {
   registrations_.erase(it);
   if (engine_ && reg.engineHandle != nullptr)
     TSR_CHECK(engine_->deregisterBuffer(reg.engineHandle));
+  return tsrSuccess;
+}
+
+Result CommImpl::registerWindow(void* ptr, size_t bytes, bool onDevice, void** handle) {
+  TSR_CHECK(checkReady("tsrCommWindowRegister"));
+  Window win;
+  if (onDevice) {
+    CollectiveEngine* engine = nullptr;
+    TSR_CHECK(collectives(&engine));  // collective the first time, as a collective's first call
+    std::lock_guard<std::mutex> lock(engineMutex_);
+    TSR_CHECK(engine->registerWindow(ptr, bytes, &win.engineHandle));
+  } else {
+    void* reg = nullptr;
+    TSR_CHECK(registerBuffer(ptr, bytes, false, &reg));
+    win.registration = handleId(reg, kRegistrationTag);
+  }
+  std::lock_guard<std::mutex> lock(engineMutex_);
+  uint64_t id = nextRegistrationId.fetch_add(1);
+  windows_.emplace(id, win);
+  *handle = taggedHandle(id, kWindowTag);
+  return tsrSuccess;
+}
+
+Result CommImpl::deregisterWindow(void* handle) {
+  TSR_CHECK(checkReady("tsrCommWindowDeregister"));
+  Window win;
+  uint64_t id = handleId(handle, kWindowTag);
+  {
+    std::lock_guard<std::mutex> lock(engineMutex_);
+    auto it = windows_.find(id);
+    if (it == windows_.end())
+      return TSR_FAIL(tsrInvalidArgument,
+                      "tsrCommWindowDeregister: %p was not made by tsrCommWindowRegister on this "
+                      "communicator, or was already deregistered",
+                      handle);
+    win = it->second;
+  }
+  if (win.engineHandle != nullptr) {
+    std::lock_guard<std::mutex> lock(engineMutex_);
+    TSR_CHECK(engine_->deregisterWindow(win.engineHandle));  // refused: the window stays
+  } else {
+    TSR_CHECK(deregisterBuffer(taggedHandle(win.registration, kRegistrationTag)));
+  }
+  std::lock_guard<std::mutex> lock(engineMutex_);
+  windows_.erase(id);
   return tsrSuccess;
 }
 

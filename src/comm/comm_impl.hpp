@@ -136,10 +136,15 @@ class CommImpl {
 
   // tsrCommRegister / tsrCommDeregister: local. The handle is tessera's own (never reused, so a
   // handle of another communicator or one already deregistered is recognised as such).
-  // `onDevice`: device memory of this rank's GPU, kept here only (zero-copy on device buffers is
-  // not implemented: calls on it are staged like unregistered ones).
+  // `onDevice`: device memory of this rank's GPU, kept here only (a local registration of device
+  // memory is not mapped by peers: calls on it are staged; windows are zero-copy).
   Result registerBuffer(void* ptr, size_t bytes, bool onDevice, void** handle);
   Result deregisterBuffer(void* handle);
+  // tsrCommWindowRegister / tsrCommWindowDeregister: collective. Device memory becomes a window of
+  // the engine's device executor (zero-copy device calls); host memory a registration as above.
+  // The handle is tessera's own, as a registration's.
+  Result registerWindow(void* ptr, size_t bytes, bool onDevice, void** handle);
+  Result deregisterWindow(void* handle);
 
   Result redOpCreatePreMulSum(tsrRedOp_t* op, const void* scalar, tsrDataType_t dtype,
                               tsrScalarResidence_t residence);
@@ -194,6 +199,11 @@ class CommImpl {
   };
   std::mutex engineMutex_;
   std::map<uint64_t, Registration> registrations_;  // by handle id
+  struct Window {
+    void* engineHandle = nullptr;  // the engine's window (device memory)
+    uint64_t registration = 0;     // host memory: the id in registrations_
+  };
+  std::map<uint64_t, Window> windows_;  // by handle id
   std::atomic<double> callTimeout_{0};
   mutable std::mutex overrideMutex_;
   std::string overrideAlgorithm_;

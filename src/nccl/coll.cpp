@@ -229,11 +229,12 @@ ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
 
 }  // extern "C"
 
-// A window is a registration of the user's buffer (zero-copy for collectives on it); NCCL's
-// symmetric-memory kernels and device API over windows are not implemented (refused.cpp).
+// A window is tessera's window (tsrCommWindowRegister: collective; device calls on buffers in
+// windows at the same offsets on every rank run zero-copy plans); NCCL's symmetric-memory device
+// API over windows is not implemented (errors.cpp).
 struct ncclWindow_vidmem {
   ncclComm* comm;
-  void* handle;
+  tsrWindow_t handle;
   void* base;
   size_t size;
 };
@@ -249,8 +250,8 @@ ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, nc
   if ((winFlags & ~NCCL_WIN_COLL_SYMMETRIC) != 0)
     return fail(ncclInvalidArgument, "%s: winFlags 0x%x has bits this NCCL does not define", api,
                 winFlags);
-  void* handle = nullptr;
-  ncclResult_t r = fromTsr(tsrCommRegister(c->tsr, buff, size, &handle), api);
+  tsrWindow_t handle = nullptr;
+  ncclResult_t r = fromTsr(tsrCommWindowRegister(c->tsr, buff, size, &handle, winFlags), api);
   if (r != ncclSuccess) return r;
   *win = new ncclWindow_vidmem{c, handle, buff, size};
   return ncclSuccess;
@@ -263,7 +264,7 @@ ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   if (win->comm != c)
     return fail(ncclInvalidArgument, "%s: the window was registered with another communicator",
                 api);
-  ncclResult_t r = fromTsr(tsrCommDeregister(c->tsr, win->handle), api);
+  ncclResult_t r = fromTsr(tsrCommWindowDeregister(c->tsr, win->handle), api);
   if (r == ncclSuccess) delete win;
   return r;
 }

@@ -236,6 +236,25 @@ TEST_F(ApiBadInput, RegistrationAndMemory) {
   EXPECT_EQ(tsrCommDeregister(c, h), tsrInvalidArgument) << "deregistered twice";
   EXPECT_NE(std::strstr(tsrGetLastError(nullptr), "already deregistered"), nullptr);
 
+  // Windows: refused arguments are local, before any peer takes part.
+  tsrWindow_t w = nullptr;
+  EXPECT_EQ(tsrCommWindowRegister(c, nullptr, 64, &w, TSR_WIN_DEFAULT), tsrInvalidArgument);
+  EXPECT_EQ(tsrCommWindowRegister(c, recv(), 0, &w, TSR_WIN_DEFAULT), tsrInvalidArgument);
+  EXPECT_EQ(tsrCommWindowRegister(c, recv(), 64, nullptr, TSR_WIN_DEFAULT), tsrInvalidArgument);
+  EXPECT_EQ(tsrCommWindowRegister(c, recv(), 64, &w, 0x4), tsrInvalidArgument) << "unknown flag";
+  EXPECT_NE(std::strstr(tsrGetLastError(nullptr), "TSR_WIN_COLL_SYMMETRIC"), nullptr);
+  EXPECT_EQ(w, nullptr);
+  EXPECT_EQ(tsrCommWindowRegister(nullptr, recv(), 64, &w, TSR_WIN_DEFAULT), tsrInvalidArgument);
+  EXPECT_EQ(tsrCommWindowDeregister(c, nullptr), tsrInvalidArgument);
+  EXPECT_EQ(tsrCommWindowDeregister(c, reinterpret_cast<tsrWindow_t>(recv())), tsrInvalidArgument);
+  // On host memory a window is a local registration: no peer takes part here either.
+  ASSERT_EQ(tsrCommWindowRegister(c, recv(), 64, &w, TSR_WIN_COLL_SYMMETRIC), tsrSuccess)
+      << tsrGetLastError(nullptr);
+  EXPECT_EQ(tsrCommDeregister(c, w), tsrInvalidArgument) << "a window is not a registration";
+  EXPECT_EQ(tsrCommWindowDeregister((*comms_)[1], w), tsrInvalidArgument) << "another comm's";
+  EXPECT_EQ(tsrCommWindowDeregister(c, w), tsrSuccess) << tsrGetLastError(nullptr);
+  EXPECT_EQ(tsrCommWindowDeregister(c, w), tsrInvalidArgument) << "deregistered twice";
+
   void* p = nullptr;
   EXPECT_EQ(tsrMemAlloc(nullptr, 64), tsrInvalidArgument);
   EXPECT_EQ(tsrMemAlloc(&p, 0), tsrInvalidArgument);
@@ -289,7 +308,8 @@ TEST_F(ApiBadInput, DeviceBuffersNeedAGpuRankAndBothOnDevice) {
     });
     expectRefused("device send, host recv", tsrInvalidUsage, "both buffers",
                   [&] { return tsrAllGather(dev, recv(), kCount / 2, tsrInt32, gpu[0], nullptr); });
-    // Registration of device memory is kept locally (zero-copy on it is not implemented).
+    // A local registration of device memory is kept locally (calls on it are staged; windows
+    // are the zero-copy path, tests/gpu/test_gpu_windows.cpp).
     void* h = nullptr;
     EXPECT_EQ(tsrCommRegister(gpu[0], dev, kCount * 4, &h), tsrSuccess) << tsrGetLastError(nullptr);
     EXPECT_EQ(tsrCommDeregister(gpu[0], h), tsrSuccess);
