@@ -175,10 +175,12 @@ int collPerfMain(int argc, char** argv, const CollHooks& hooks) {
     for (int t = 0; t < w.threads; ++t)
       devices[static_cast<size_t>(t)] = (w.localProc * w.threads + t) % n;
   }
-  info.notes.push_back(
-      std::to_string(nranks) + " ranks (" + std::to_string(w.nprocs) + " process(es) x " +
-      std::to_string(w.threads) + " thread(s)), " + (o.device ? "device" : "host") + " buffers, " +
-      (o.registerBuffers ? "tsrMemAlloc'ed and registered (tsrCommRegister)" : "not registered"));
+  info.notes.push_back(std::to_string(nranks) + " ranks (" + std::to_string(w.nprocs) +
+                       " process(es) x " + std::to_string(w.threads) + " thread(s)), " +
+                       (o.device ? "device" : "host") + " buffers, " +
+                       (!o.registerBuffers ? "not registered"
+                        : o.device         ? "windows (tsrCommWindowRegister)"
+                                           : "tsrMemAlloc'ed and registered (tsrCommRegister)"));
   std::shared_ptr<const Plan> plan;
   why = applyAlgorithm(&o, hooks, nranks, &plan, &info.notes);
   if (!why.empty()) return stop(why);

@@ -32,7 +32,9 @@ namespace {
       "  -a, --average <0-3>     time over ranks: 0 rank 0, 1 mean, 2 min, 3 max (1)\n"
       "  -J, --json <file>       also write the rows as JSON\n"
       "  -m, --memory <kind>     host or device buffers (host)\n"
-      "  -R, --register <0/1>    allocate with tsrMemAlloc and tsrCommRegister the buffers (0)\n"
+      "  -R, --register <0/1>    register the buffers (0): host ones tsrMemAlloc'ed and\n"
+      "                          tsrCommRegister'ed; device ones made windows\n"
+      "                          (tsrCommWindowRegister: zero-copy device calls)\n"
       "  -A, --algo <families>   TESSERA_ALGO for the run, e.g. ring\n"
       "  -G, --cudagraph <n>     -m device: capture the -n calls in a CUDA graph per rank and\n"
       "                          launch it n times (0: eager calls)\n"
@@ -217,10 +219,6 @@ Options parseOptions(int argc, char** argv, const CollHooks& h) {
   if (!o.algo.empty() && !o.planPath.empty()) usage(h, "-A and --plan exclude each other");
   if (o.graphLaunches > 0 && !o.device)
     usage(h, "-G captures calls on a CUDA stream: it needs -m device (host calls ignore streams)");
-  if (o.registerBuffers && o.device)
-    usage(h,
-          "-R 1 with -m device: tsrMemAlloc gives host memory, and zero-copy on device buffers "
-          "is not implemented yet");
   if (o.memcpyBaseline && o.device)
     usage(h, "--baseline memcpy copies with the CPU: it needs -m host");
   if (o.mpiBaseline && o.threads != 1)

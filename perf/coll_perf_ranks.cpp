@@ -167,9 +167,13 @@ void RankBuffers::release() {
   if (sendHandle_ != nullptr) tsrCommDeregister(comm_, sendHandle_);
   if (recvHandle_ != nullptr) tsrCommDeregister(comm_, recvHandle_);
   sendHandle_ = recvHandle_ = nullptr;
+  // Windows: collective, every rank releases its buffers at the same point.
+  if (sendWin_ != nullptr) tsrCommWindowDeregister(comm_, sendWin_);
+  if (recvWin_ != nullptr) tsrCommWindowDeregister(comm_, recvWin_);
+  sendWin_ = recvWin_ = nullptr;
   for (void* p : {send_, recv_}) {
     if (p == nullptr) continue;
-    if (memAlloc_)
+    if (memAlloc_ && !device_)
       tsrMemFree(p);
     else if (device_)
       cudaRelease(p, stream_);
@@ -189,7 +193,7 @@ std::string RankBuffers::allocate(tsrComm_t comm, size_t bytes, bool device, boo
   // At least one page each, so that no size (not even 0) hands the library a null pointer.
   size_t n = std::max<size_t>((bytes + 4095) & ~size_t{4095}, 4096);
   for (void** p : {&send_, &recv_}) {
-    if (registered) {
+    if (registered && !device) {
       if (tsrMemAlloc(p, n) != tsrSuccess)
         return std::string("tsrMemAlloc: ") + tsrGetLastError(comm);
       if (!device && cudaIsDevicePointer(*p))
@@ -207,7 +211,12 @@ std::string RankBuffers::allocate(tsrComm_t comm, size_t bytes, bool device, boo
     std::memset(send_, 0, n);
     std::memset(recv_, 0, n);
   }
-  if (registered) {
+  if (registered && device) {
+    // Device buffers: windows (collective), so that device calls run zero-copy plans on them.
+    if (tsrCommWindowRegister(comm, send_, n, &sendWin_, TSR_WIN_COLL_SYMMETRIC) != tsrSuccess ||
+        tsrCommWindowRegister(comm, recv_, n, &recvWin_, TSR_WIN_COLL_SYMMETRIC) != tsrSuccess)
+      return std::string("tsrCommWindowRegister: ") + tsrGetLastError(comm);
+  } else if (registered) {
     if (tsrCommRegister(comm, send_, n, &sendHandle_) != tsrSuccess ||
         tsrCommRegister(comm, recv_, n, &recvHandle_) != tsrSuccess)
       return std::string("tsrCommRegister: ") + tsrGetLastError(comm);

@@ -61,11 +61,12 @@ std::vector<std::string> gatherRankLines(const World& w, const std::vector<int>&
 // Broadcasts a unique id from process 0 to every process (MPI only).
 void broadcastUniqueId(const World& w, tsrUniqueId* id);
 
-// Buffers of one rank: send and receive, each `bytes`, host or device, plain or tsrMemAlloc'ed
-// and registered (-R 1). Device buffers are filled and read through a host staging copy, on the
-// rank's stream, and allocated and freed stream-ordered (cudaMallocAsync / cudaFreeAsync): a
-// plain cudaFree waits for the whole device, which never goes idle while a communicator's
-// resident kernel runs.
+// Buffers of one rank: send and receive, each `bytes`, host or device, plain or registered
+// (-R 1: host buffers tsrMemAlloc'ed and registered with tsrCommRegister; device buffers made
+// windows with tsrCommWindowRegister, collectively). Device buffers are filled and read through a
+// host staging copy, on the rank's stream, and allocated and freed stream-ordered (cudaMallocAsync
+// / cudaFreeAsync): a plain cudaFree waits for the whole device, which never goes idle while a
+// communicator's resident kernel runs.
 class RankBuffers {
  public:
   RankBuffers() = default;
@@ -91,6 +92,8 @@ class RankBuffers {
   void* recv_ = nullptr;
   void* sendHandle_ = nullptr;
   void* recvHandle_ = nullptr;
+  tsrWindow_t sendWin_ = nullptr;
+  tsrWindow_t recvWin_ = nullptr;
   bool device_ = false;
   bool memAlloc_ = false;
   void* stream_ = nullptr;

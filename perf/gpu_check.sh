@@ -149,7 +149,8 @@ else
   for b in tessera_info:src/tools blocking_probe:perf test_device_kernels_gpu:tests/unit/collectives \
       test_gpu_convert:tests/gpu test_gpu_comm:tests/gpu test_gpu_p2p:tests/gpu \
       test_gpu_cuda_ipc:tests/gpu test_gpu_coll:tests/gpu test_gpu_coll_stream:tests/gpu \
-      test_gpu_sendrecv:tests/gpu test_gpu_fused:tests/gpu gpu_transport_bw:perf \
+      test_gpu_sendrecv:tests/gpu test_gpu_windows:tests/gpu test_gpu_fused:tests/gpu \
+      gpu_transport_bw:perf \
       all_reduce_perf:perf all_gather_perf:perf reduce_scatter_perf:perf sendrecv_perf:perf \
       fused_perf:perf test_nccl_threads:tests/nccl; do
     targets+=("${b%%:*}")
@@ -280,6 +281,7 @@ if enabled correct; then
   gtest_each test_gpu_coll 120 '*Persistent*'
   gtest_each test_gpu_coll_stream 60
   gtest_each test_gpu_sendrecv 60
+  gtest_each test_gpu_windows 90
   # Processes sharing the GPU: time-sliced without MPS (correctness only), then under MPS.
   gtest_each test_gpu_cuda_ipc 60 '*' " [no MPS]"
   if command -v nvidia-cuda-mps-control >/dev/null 2>&1 && [[ $(left) -gt 30 ]]; then
@@ -341,12 +343,15 @@ if enabled figures; then
   # Traffic of n ranks sharing one GPU for a collective of S bytes: every rank reads and writes
   # S(n-1)/n per all-gather or reduce-scatter (all-reduce: twice), i.e. 2 n busbw per second, as a
   # fraction of what the D2D copy moves.
+  # -R 1: the buffers are windows (tsrCommWindowRegister), so the calls run zero-copy plans.
   big=(-b 256M -e 256M -n 10 -w 3 -c 1 -m device)
   for coll in all_gather reduce_scatter all_reduce; do
     for n in 2 4 8; do
+     for reg in 0 1; do
       name="$coll busbw 256 MiB, $n thread ranks"
+      [[ $reg == 1 ]] && name="$name, windows (-R 1)"
       if ! have "${coll}_perf"; then record "NOT-BUILT" "$name" 0; continue; fi
-      if ! perf_rows "$LAUNCHES" "$BIN/${coll}_perf" "${big[@]}" -t "$n"; then
+      if ! perf_rows "$LAUNCHES" "$BIN/${coll}_perf" "${big[@]}" -t "$n" -R "$reg"; then
         record "FAIL" "$name" "$SECS" "$BW"
         continue
       fi
@@ -354,6 +359,7 @@ if enabled figures; then
       ratio=$(awk -v b="$bm" -v n="$n" -v c="${copy_rw:-0}" \
         'BEGIN { if (c > 0) printf "%.2f", 2 * n * b / c; else print "?" }')
       record "ok" "$name" "$SECS" "busbw $bm GB/s [$bmin-$bmax], x copy traffic $ratio"
+     done
     done
   done
   small=(-b 8 -e 8 -n 1000 -w 100 -c 0 -m device -t 8)

@@ -45,6 +45,7 @@ BINARIES=(
   test_gpu_coll:tests/gpu/test_gpu_coll
   test_gpu_coll_stream:tests/gpu/test_gpu_coll_stream
   test_gpu_sendrecv:tests/gpu/test_gpu_sendrecv
+  test_gpu_windows:tests/gpu/test_gpu_windows
   test_gpu_fused:tests/gpu/test_gpu_fused
   gpu_transport_bw:perf/gpu_transport_bw
   all_reduce_perf:perf/all_reduce_perf
