@@ -39,7 +39,7 @@ static_assert(kDeviceCtas == 8 && kDeviceScratchBytes == 64u << 20, "update kUsa
 constexpr const char* kUsage =
     "usage: tessera_sim [--coll C] [--algo A | --plan FILE] [--nranks N | --nodes K]\n"
     "                   [--platform P | --machine FILE] [-b MIN] [-e MAX] [-f FACTOR]\n"
-    "                   [--pipeline P] [--workers W] [--zero-copy] [--root R]\n"
+    "                   [--pipeline P] [--workers W] [--zero-copy] [--registered] [--root R]\n"
     "                   [--scratch-bytes B] [--elem-size S] [--no-verify] [--json]\n"
     "                   [--compare measured.json] [--show-machine]\n"
     "  Simulates a collective plan on a machine model and prints nccl-tests' columns (size,\n"
@@ -50,6 +50,8 @@ constexpr const char* kUsage =
     "                --workers and --pipeline on a GPU machine: what tessera runs for device\n"
     "                buffers there (the tuner's choice per size, the device executor's 8 CTAs\n"
     "                and 64 MiB scratch), the plan named per row; on a CPU machine: ring\n"
+    "  --registered  the device choice for buffers in windows (tsrCommWindowRegister): the\n"
+    "                tuner may pick zero-copy plans (GPU machines; not with --algo or --plan)\n"
     "  --plan        a plan file (tessera_plan generate / a hand-written plan); it is verified\n"
     "                first (tessera_plan verify says the same), up to 64 ranks\n"
     "  --platform    dgx-h100 (default), dgx-a100, hgx-h200 (8 GPUs per node), this-host\n"
@@ -150,7 +152,8 @@ bool sameKey(const PlanKey& a, const PlanKey& b) { return !(a < b) && !(b < a); 
 // on its GPU (cuda_ipc within a node, UCX between nodes). Runs of sizes with the same plan are
 // simulated together; plans[i] names row i's plan. A size the tuner gives LL is simulated as its
 // Simple fallback and says so: the simulator has no model of LL.
-Result simulateDeviceChoice(const SimSpec& spec, SimReport* rep, std::vector<std::string>* plans) {
+Result simulateDeviceChoice(const SimSpec& spec, bool registered, SimReport* rep,
+                            std::vector<std::string>* plans) {
   const Machine& m = spec.machine;
   Tuner tuner;
   TuneInput in;
@@ -164,6 +167,8 @@ Result simulateDeviceChoice(const SimSpec& spec, SimReport* rep, std::vector<std
   in.scratchBytes = spec.scratchBytes;
   in.workers = kDeviceCtas;
   in.nicsPerHost = m.nicsPerNode;
+  in.zeroCopyPossible = registered;  // windows: the tuner may pick a zero-copy form
+  const Staging staging = registered ? Staging::kZeroCopy : Staging::kScratch;
   struct Pick {
     PlanKey key;
     bool ll = false;
@@ -172,8 +177,7 @@ Result simulateDeviceChoice(const SimSpec& spec, SimReport* rep, std::vector<std
     in.bytes = bytes;
     TuneChoice choice;
     TSR_CHECK(tuner.choose(in, &choice));
-    out->key = planKeyOf(ExecKind::kDevice, spec.collective, in.root, Staging::kScratch, choice,
-                         kDeviceCtas);
+    out->key = planKeyOf(ExecKind::kDevice, spec.collective, in.root, staging, choice, kDeviceCtas);
     out->ll = choice.protocol == Protocol::kLL;
     return tsrSuccess;
   };
@@ -210,7 +214,7 @@ Result simulateDeviceChoice(const SimSpec& spec, SimReport* rep, std::vector<std
     rep->simSeconds += r.simSeconds;
     i = j;
   }
-  rep->plan = "the device choice";
+  rep->plan = registered ? "the device choice on windows" : "the device choice";
   for (size_t k = 0; k < names.size(); ++k) rep->plan += (k == 0 ? " (" : ", ") + names[k];
   if (!names.empty()) rep->plan += ")";
   return tsrSuccess;
@@ -224,7 +228,7 @@ int main(int argc, char** argv) {
   int nranks = 0, nodes = 0;
   uint64_t minBytes = 8, maxBytes = 256ull << 20;
   double factor = 2;
-  bool json = false, showMachine = false;
+  bool json = false, showMachine = false, registered = false;
   bool algoGiven = false, workersGiven = false, pipelineGiven = false, scratchGiven = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -241,6 +245,8 @@ int main(int argc, char** argv) {
       json = true;
     } else if (a == "--zero-copy") {
       spec.zeroCopy = true;
+    } else if (a == "--registered") {
+      registered = true;
     } else if (a == "--no-verify") {
       spec.verify = false;
     } else if (a == "--show-machine") {
@@ -359,9 +365,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> rowPlans;  // the device choice: each row's plan
   const bool deviceChoice = m.kind == MachineKind::kGpu && !algoGiven && planFile.empty() &&
                             !spec.zeroCopy && !workersGiven && !pipelineGiven;
+  if (registered && !deviceChoice)
+    return usage(
+        "--registered simulates the device choice on windows: a GPU machine, without --algo, "
+        "--plan, --zero-copy, --workers and --pipeline");
   if (deviceChoice) {
     if (!scratchGiven) spec.scratchBytes = kDeviceScratchBytes;
-    if (simulateDeviceChoice(spec, &rep, &rowPlans) != tsrSuccess) return failed("simulation");
+    if (simulateDeviceChoice(spec, registered, &rep, &rowPlans) != tsrSuccess)
+      return failed("simulation");
   } else if (simulate(spec, &rep) != tsrSuccess) {
     return failed("simulation");
   }
