@@ -36,12 +36,21 @@ Result envIntOr(const char* name, int64_t fallback, int64_t* out) {
 Result EngineImpl::deviceTransportClasses() {
   Result r = agreeClasses(options_.deviceEmulation, &deviceIntra_, &deviceInter_);
   if (r == tsrSuccess && !tunerAgreed_) r = agreeTuner();
-  // NICs per host: the fewest of any rank's host, so that every rank's tuner sees the same.
-  std::vector<int32_t> nics(static_cast<size_t>(nranks_), 1);
-  nics[static_cast<size_t>(rank_)] = std::max(1, options_.nicsPerHost);
-  if (r == tsrSuccess) r = ctx_->bootstrap().allGather(nics.data(), sizeof(int32_t));
-  if (r == tsrSuccess)
-    planner_.setDevice(deviceScratchBytes_, *std::min_element(nics.begin(), nics.end()));
+  // NICs per host: the fewest of any rank's host; PCIe: whether any rank's GPU reaches a peer's
+  // over PCIe only; so that every rank's tuner sees the same.
+  std::vector<int32_t> mine(2 * static_cast<size_t>(nranks_), 0);
+  mine[2 * static_cast<size_t>(rank_)] = std::max(1, options_.nicsPerHost);
+  mine[2 * static_cast<size_t>(rank_) + 1] = options_.devicePcie ? 1 : 0;
+  if (r == tsrSuccess) r = ctx_->bootstrap().allGather(mine.data(), 2 * sizeof(int32_t));
+  if (r == tsrSuccess) {
+    int32_t nics = mine[0];
+    bool pcie = false;
+    for (int p = 0; p < nranks_; ++p) {
+      nics = std::min(nics, mine[2 * static_cast<size_t>(p)]);
+      pcie = pcie || mine[2 * static_cast<size_t>(p) + 1] != 0;
+    }
+    planner_.setDevice(deviceScratchBytes_, nics, pcie);
+  }
   if (r != tsrSuccess) return poison(r);  // peers may be past the allGather: out of step
   deviceClassesAgreed_ = true;
   return tsrSuccess;

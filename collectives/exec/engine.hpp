@@ -129,6 +129,10 @@ struct EngineOptions {
   // NICs on this rank's host for traffic between hosts (0: unknown, taken as one). The ranks
   // agree on the fewest (the tuner's device model spreads a host's crossing rings over them).
   int nicsPerHost = 0;
+  // This rank's GPU reaches some GPU of a same-host rank over PCIe only (no NVLink: no native peer
+  // atomics between them). The ranks agree on whether any does (the tuner's device model then
+  // prices the intra-host link as PCIe, TunerParams::devicePcie).
+  bool devicePcie = false;
 };
 
 class CollectiveEngine {

@@ -138,9 +138,10 @@ TuneInput Planner::tuneInput(Collective c, size_t bytes, int root, TransportClas
   in.interHost = classes.inter;
   in.deterministic = tuner_.deterministicDefault();
   in.deviceExecutor = kind == ExecKind::kDevice;
-  if (in.deviceExecutor) {  // the device model's scratch and NICs (setDevice)
+  if (in.deviceExecutor) {  // the device model's scratch, NICs and links (setDevice)
     in.scratchBytes = deviceScratch_;
     in.nicsPerHost = nicsPerHost_;
+    in.devicePcie = devicePcie_;
   }
   return in;
 }

@@ -58,12 +58,13 @@ class Planner {
 
   Tuner& tuner() { return tuner_; }
   const Tuner& tuner() const { return tuner_; }
-  // What the tuner's device model needs beyond the call (TuneInput::scratchBytes,
-  // nicsPerHost): the device executor's scratch per plan and the NICs per host every rank agreed
-  // on. Set before the first device choice.
-  void setDevice(uint64_t scratchBytes, int nicsPerHost) {
+  // What the tuner's device model needs beyond the call (TuneInput::scratchBytes, nicsPerHost,
+  // devicePcie): the device executor's scratch per plan, the NICs per host every rank agreed on,
+  // and whether some rank's GPUs are joined by PCIe only. Set before the first device choice.
+  void setDevice(uint64_t scratchBytes, int nicsPerHost, bool pcie = false) {
     deviceScratch_ = scratchBytes;
     nicsPerHost_ = nicsPerHost;
+    devicePcie_ = pcie;
   }
 
   // Call numbers: the next call takes next() once it is sure to run (take()), so a refused call
@@ -125,6 +126,7 @@ class Planner {
   std::vector<int> hostOf_;  // size nranks
   uint64_t deviceScratch_ = 0;
   int nicsPerHost_ = 1;
+  bool devicePcie_ = false;
   uint64_t calls_ = 0;
   Tuner tuner_;
   TunerParams snapshot_{};

@@ -5,7 +5,8 @@
 // for reducescatter (input, n blocks), allgather (output, n blocks) and alltoall (n blocks).
 // n = ranks, H = hosts, m = most ranks on one host, P = pipeline (pieces per step).
 // A link L has latency a_L (alphaUs) and bandwidth b_L (betaGBs, as bytes per microsecond);
-// within a host L = intraHost (i), between hosts L = interHost (e). The inter-host bandwidth is
+// within a host L = intraHost (i; device calls whose GPUs only PCIe joins, TuneInput::devicePcie:
+// devicePcie), between hosts L = interHost (e). The inter-host bandwidth is
 // the host's: k ranks of one host crossing at once get b_e / k each. Device calls: e is one NIC
 // (deviceNet) and the host has N of them (TuneInput::nicsPerHost, rails): k crossing ranks get
 // b_e / ceil(k / N) each. g = reduction throughput (gammaGBs; device calls: deviceGammaGBs, the
@@ -48,6 +49,14 @@ struct Link {
 Link linkOf(const TunerParams& p, TransportKind kind) {
   const LinkModel& m = p.links[static_cast<size_t>(kind)];
   return Link{m.alphaUs, m.betaGBs * 1e3};  // 1 GB/s = 1e3 bytes per microsecond
+}
+
+// The link between two ranks of a host: the transport's, or PCIe where a device call's GPUs have
+// no NVLink between them (TuneInput::devicePcie).
+Link intraLinkOf(const TunerParams& p, const TuneInput& in) {
+  if (in.deviceExecutor && in.devicePcie)
+    return Link{p.devicePcie.alphaUs, p.devicePcie.betaGBs * 1e3};
+  return linkOf(p, in.intraHost);
 }
 
 Link shared(Link l, int streams) {
@@ -356,7 +365,7 @@ double llCostUs(const TunerParams& params, const TuneInput& in, const HostLayout
   if (!in.deviceExecutor || layout.hosts > 1 || !maps ||
       !exec::llSupports(static_cast<uint8_t>(in.collective), payload, layout.nranks))
     return -1;
-  const Link l = linkOf(params, k);
+  const Link l = intraLinkOf(params, in);
   const double p = static_cast<double>(payload), n = layout.nranks;
   const double wire = (n - 1) * 2 * p / l.bytesUs;
   const bool reduces = collectiveReduces(in.collective);
@@ -368,7 +377,7 @@ constexpr double kHostHalvingPenalty = 1.4;
 
 double familyCostUs(const TunerParams& params, const TuneInput& in, const HostLayout& layout,
                     CostFamily family, int pipeline, bool zeroCopy, double sliceBytes) {
-  Link intra = linkOf(params, in.intraHost);
+  Link intra = intraLinkOf(params, in);
   Link inter = layout.hosts > 1 ? linkOf(params, in.interHost) : intra;
   int nics = 1;
   if (in.deviceExecutor && layout.hosts > 1) {  // one NIC per link, the host's NICs as rails

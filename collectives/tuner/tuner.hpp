@@ -58,6 +58,12 @@ struct TunerParams {
   // direction; a step is a put and a signal, each over two NICs and the fabric as tessera_sim's
   // presets model them (1 us per NIC, 0.5 us fabric): 5 us. Not measured by tessera.
   LinkModel deviceNet{5.0, 50.0};
+  // The device executor's link between two GPUs of a host that only PCIe joins (no NVLink:
+  // TuneInput::devicePcie), one direction. Default: PCIe 4.0 x16, 31.5 GB/s per direction by the
+  // PCI-SIG's signalling rate, of which a peer copy moves about 80% (packet headers, flow
+  // control): 25 GB/s; a step 3 us (a flag across the root complex and back). Not measured by
+  // tessera.
+  LinkModel devicePcie{3.0, 25.0};
   // Cross-memory attach between processes of a host (process_vm_readv / writev, one kernel copy
   // per piece): what zero-copy forms cost where buffers are not registered. The default keeps
   // staging preferred: on the CI machine class cross-memory all-gather, broadcast and all-reduce
@@ -147,6 +153,9 @@ struct TuneInput {
   // fewest any host of the call has, at most its ranks; 0 or 1: one). Host calls: unused (their
   // inter-host link is the host's).
   int nicsPerHost = 1;
+  // Device calls: some pair of GPUs of a host that the call joins has no NVLink (PCIe only), so
+  // the intra-host link is TunerParams::devicePcie rather than the device transport's (NVLink).
+  bool devicePcie = false;
 };
 
 struct TuneChoice {

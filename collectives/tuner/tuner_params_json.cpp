@@ -2,6 +2,7 @@
 //   {"links": {"shm": {"alphaUs": 0.4, "betaGBs": 6}, "ucx": {...}},
 //    "crossMemory": {"alphaUs": 2, "betaGBs": 8}, "gammaGBs": 4, "callOverheadUs": 0.3,
 //    "deviceGammaGBs": 1100, "deviceCopyGBs": 1650, "deviceNet": {"alphaUs": 5, "betaGBs": 50},
+//    "devicePcie": {"alphaUs": 3, "betaGBs": 25},
 //    "measured": [...]}
 // and the measured table of tuner_table.hpp ("measured"), with what tessera_tune writes about
 // itself ("tool", "host", "created"; read and ignored). Every field is optional: one absent keeps
@@ -205,6 +206,7 @@ std::string tunerFileToJson(const TunerParams& p, const MeasuredTable& table,
   doc["deviceGammaGBs"] = p.deviceGammaGBs;
   doc["deviceCopyGBs"] = p.deviceCopyGBs;
   doc["deviceNet"] = linkJson(p.deviceNet);
+  doc["devicePcie"] = linkJson(p.devicePcie);
   json sets = json::array();
   for (const MeasuredSet& s : table.sets) {
     json points = json::array();
@@ -257,11 +259,13 @@ Result tunerFileFromJson(const std::string& text, TunerParams* out, MeasuredTabl
       TSR_CHECK(number(value, key, 0, kMaxGBs, true, &p.deviceCopyGBs));
     } else if (key == "deviceNet") {
       TSR_CHECK(parseLink(value, key, &p.deviceNet));
+    } else if (key == "devicePcie") {
+      TSR_CHECK(parseLink(value, key, &p.devicePcie));
     } else {
       return badField(key,
                       "unknown key (expected links, crossMemory, gammaGBs, callOverheadUs, "
-                      "deviceGammaGBs, deviceCopyGBs, deviceNet, measured, tool, host, "
-                      "created)");
+                      "deviceGammaGBs, deviceCopyGBs, deviceNet, devicePcie, measured, tool, "
+                      "host, created)");
     }
   }
   *out = p;

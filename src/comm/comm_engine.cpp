@@ -5,6 +5,11 @@
 
 #include "collectives/exec/engine.hpp"
 #include "comm/comm_impl.hpp"
+#include "core/build_config.hpp"
+
+#if TESSERA_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 namespace tessera {
 namespace {
@@ -39,6 +44,38 @@ std::vector<int> hostIndices(const std::vector<RankPlacement>& placements) {
     if (out[i] < 0) out[i] = hosts++;
   }
   return out;
+}
+
+// Whether this rank's GPU (`device`) reaches the GPU of some same-host rank over PCIe only: the
+// pair has no native peer atomics, which NVLink gives and PCIe peer access does not (the fused
+// executor's test too). Peers on this GPU, or on a GPU this process cannot see, say nothing.
+bool reachesAGpuOverPcieOnly(int device, const std::vector<RankPlacement>& placements, int rank) {
+#if TESSERA_HAVE_CUDA
+  const RankPlacement& mine = placements[static_cast<size_t>(rank)];
+  for (size_t p = 0; p < placements.size(); ++p) {
+    const RankPlacement& peer = placements[p];
+    if (static_cast<int>(p) == rank || peer.busId[0] == '\0' || sameGpu(mine, peer) ||
+        locality(mine, peer) == Locality::kOtherHost)
+      continue;
+    int d = -1, atomics = 0;
+    if (cudaDeviceGetByPCIBusId(&d, peer.busId) != cudaSuccess) {
+      (void)cudaGetLastError();  // not visible here: unknown
+      continue;
+    }
+    if (d == device) continue;
+    if (cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, device, d) !=
+        cudaSuccess) {
+      (void)cudaGetLastError();
+      continue;
+    }
+    if (atomics == 0) return true;
+  }
+#else
+  (void)device;
+  (void)placements;
+  (void)rank;
+#endif
+  return false;
 }
 
 }  // namespace
@@ -83,6 +120,10 @@ Result CommImpl::collectives(CollectiveEngine** out) {
                  rank(), lastErrorMessage());
       }
     }
+    // The tuner's device model prices the links within a host as PCIe where a GPU pair has no
+    // NVLink.
+    if (o.cudaDevice >= 0)
+      o.devicePcie = reachesAGpuOverPcieOnly(o.cudaDevice, placements_, rank());
     std::unique_ptr<CollectiveEngine> engine;
     TSR_CHECK(CollectiveEngine::create(o, &engine));
     for (auto& [id, reg] : registrations_) {

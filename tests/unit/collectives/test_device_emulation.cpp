@@ -178,6 +178,12 @@ TEST(DevicePlanner, DeviceChoicesSeeTheGridTheScratchAndTheNics) {
       rails.tuneInput(Collective::kAllReduce, size_t{1} << 30, 0, classes, ExecKind::kDevice);
   EXPECT_EQ(in.scratchBytes, uint64_t{64} << 20);  // setDevice reaches every device input
   EXPECT_EQ(in.nicsPerHost, 8);
+  EXPECT_FALSE(in.devicePcie);
+  rails.setDevice(uint64_t{64} << 20, 8, true);  // some GPUs of a host joined by PCIe only
+  EXPECT_TRUE(
+      rails.tuneInput(Collective::kAllReduce, size_t{1} << 30, 0, classes, ExecKind::kDevice)
+          .devicePcie);
+  rails.setDevice(uint64_t{64} << 20, 8);
   in.workers = 8;
   TuneInput single = in;
   single.nicsPerHost = 1;

@@ -472,6 +472,33 @@ TEST(TunerDevice, CrossingRingsSpreadOverTheNics) {
   EXPECT_GT(tuner.predictUs(one, "ring", 8), 4 * tuner.predictUs(eight, "ring", 8));
 }
 
+// GPUs of a node joined by PCIe only (TuneInput::devicePcie): the intra-node link is
+// TunerParams::devicePcie, so a bandwidth-bound call is predicted about as much slower as the
+// links' bandwidths differ (377 / 25 GB/s by default); host calls ignore it.
+TEST(TunerDevice, PcieOnlyGpusArePricedAtPcie) {
+  Tuner tuner;
+  const TunerParams& p = tuner.params();
+  for (Collective c :
+       {Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter}) {
+    TuneInput nvlink = dgxInput(c, size_t{256} << 20, 1);
+    TuneInput pcie = nvlink;
+    pcie.devicePcie = true;
+    const double ratio =
+        p.links[static_cast<size_t>(TransportKind::kCudaIpc)].betaGBs / p.devicePcie.betaGBs;
+    const double a = tuner.predictUs(nvlink, "ring", 8), b = tuner.predictUs(pcie, "ring", 8);
+    EXPECT_GT(b, 0.7 * ratio * a) << collectiveName(c);
+    EXPECT_LT(b, 1.3 * ratio * a) << collectiveName(c);
+    TuneChoice out;
+    ASSERT_EQ(tuner.choose(pcie, &out), tsrSuccess);
+    EXPECT_GT(out.predictedUs, 0.7 * ratio * tuner.predictUs(nvlink, out.algorithm, out.pipeline))
+        << collectiveName(c) << ": the PCIe choice " << out.algorithm;
+  }
+  TuneInput host = input(Collective::kAllReduce, size_t{1} << 20, 4, 1);
+  TuneInput hostPcie = host;
+  hostPcie.devicePcie = true;  // a device-only field
+  EXPECT_EQ(tuner.predictUs(host, "ring", 1), tuner.predictUs(hostPcie, "ring", 1));
+}
+
 TEST(TunerProtocol, ProtoOverridesForceAndForbidLL) {
   // At LL's largest allreduce Simple is predicted cheaper (8 ranks, 64 KiB): "LL" forces LL.
   TuneInput in = deviceInput(Collective::kAllReduce, 64 * 1024, 8);

@@ -83,7 +83,9 @@ bool sameParams(const TunerParams& a, const TunerParams& b) {
       return false;
   return a.gammaGBs == b.gammaGBs && a.callOverheadUs == b.callOverheadUs &&
          a.deviceGammaGBs == b.deviceGammaGBs && a.deviceCopyGBs == b.deviceCopyGBs &&
-         a.deviceNet.alphaUs == b.deviceNet.alphaUs && a.deviceNet.betaGBs == b.deviceNet.betaGBs;
+         a.deviceNet.alphaUs == b.deviceNet.alphaUs && a.deviceNet.betaGBs == b.deviceNet.betaGBs &&
+         a.devicePcie.alphaUs == b.devicePcie.alphaUs &&
+         a.devicePcie.betaGBs == b.devicePcie.betaGBs;
 }
 
 TEST(TunerParamsJson, ReadsEveryField) {
@@ -93,7 +95,8 @@ TEST(TunerParamsJson, ReadsEveryField) {
                                               "cuda_ipc": {"betaGBs": 100}},
                                     "gammaGBs": 3, "callOverheadUs": 0,
                                     "deviceGammaGBs": 800, "deviceCopyGBs": 1200,
-                                    "deviceNet": {"alphaUs": 8}})",
+                                    "deviceNet": {"alphaUs": 8},
+                                    "devicePcie": {"betaGBs": 12}})",
                                 &p),
             tsrSuccess)
       << lastErrorMessage();
@@ -112,6 +115,8 @@ TEST(TunerParamsJson, ReadsEveryField) {
   EXPECT_EQ(p.deviceCopyGBs, 1200);
   EXPECT_EQ(p.deviceNet.alphaUs, 8);
   EXPECT_EQ(p.deviceNet.betaGBs, d.deviceNet.betaGBs);
+  EXPECT_EQ(p.devicePcie.betaGBs, 12);
+  EXPECT_EQ(p.devicePcie.alphaUs, d.devicePcie.alphaUs);
   TunerParams q = d;
   ASSERT_EQ(tunerParamsFromJson("{}", &q), tsrSuccess);
   EXPECT_TRUE(sameParams(q, d));

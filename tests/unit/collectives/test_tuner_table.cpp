@@ -139,6 +139,7 @@ TEST(MeasuredTable, TheFileRoundTrips) {
   p.deviceGammaGBs = 700;
   p.deviceCopyGBs = 900;
   p.deviceNet = LinkModel{7.5, 25};
+  p.devicePcie = LinkModel{4.5, 20};
   auto t = table();
   std::string text = tunerFileToJson(p, *t, "tessera_tune 0.1.0", "vm", "2026-12-01T00:00:00Z");
   TunerParams q = defaultTunerParams();
@@ -151,6 +152,8 @@ TEST(MeasuredTable, TheFileRoundTrips) {
   EXPECT_EQ(q.deviceCopyGBs, 900);
   EXPECT_EQ(q.deviceNet.alphaUs, 7.5);
   EXPECT_EQ(q.deviceNet.betaGBs, 25);
+  EXPECT_EQ(q.devicePcie.alphaUs, 4.5);
+  EXPECT_EQ(q.devicePcie.betaGBs, 20);
   EXPECT_EQ(u.digest(), t->digest());
   ASSERT_EQ(u.sets.size(), 1u);
   EXPECT_EQ(u.sets[0].points.size(), 4u);
