@@ -190,10 +190,14 @@ Result readTunerFile(const std::string& path, TunerParams* params, MeasuredTable
 }
 
 // The table's point for the call, where a table applies (one host, staged or cross-memory
-// attach, host executor).
+// attach; host calls over host transports, device calls over a device transport: tessera_tune
+// measures host calls over shm and, with --device, device calls over p2p, so neither executor
+// reads the other's times, and the device emulation, over host transports, reads none).
 const MeasuredPoint* measuredPoint(const MeasuredTable* table, const TuneInput& in,
                                    const HostLayout& hl) {
-  if (table == nullptr || in.modelOnly || hl.hosts > 1 || in.deviceExecutor ||
+  const bool deviceTransport =
+      in.intraHost == TransportKind::kP2p || in.intraHost == TransportKind::kCudaIpc;
+  if (table == nullptr || in.modelOnly || hl.hosts > 1 || in.deviceExecutor != deviceTransport ||
       (in.zeroCopyPossible && !in.crossMemory))
     return nullptr;
   const MeasuredSet* set = table->find(in.collective, in.nranks, in.intraHost);

@@ -15,6 +15,8 @@
 //    (tessera_tune_families.cpp)
 // 3. The table goes into the file with the parameters; a summary shows, per size, the family
 //    measured fastest beside the model's own choice.
+// --device measures step 2 on device buffers instead (thread ranks sharing GPU 0,
+// tessera_tune_device.cpp) and adds those sets (transport p2p) to the file's host sets.
 // Exit codes: 0 written, 1 a measurement or the file failed, 2 usage.
 #include "tessera_tune.hpp"
 
@@ -28,10 +30,12 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "collectives/algorithms/algorithms.hpp"
+#include "collectives/exec/engine.hpp"
 #include "core/status.hpp"
 #include "tessera/tessera.h"
 #include "tessera/version.h"
@@ -43,11 +47,13 @@ constexpr int kExitOk = 0, kExitFailed = 1, kExitUsage = 2;
 
 constexpr const char* kUsage =
     "usage: tessera_tune [-n 2,4] [-c allreduce,allgather,reducescatter,broadcast,reduce]\n"
-    "                    [-b 8] [-e 256M] [-f 4] [-r 5] [-m 40] [-o FILE]\n"
+    "                    [-b 8] [-e 256M] [-f 4] [-r 5] [-m 40] [-o FILE] [--device]\n"
     "  -n  rank counts (processes of this host)      -c  collectives\n"
     "  -b/-e/-f  sizes from -b to -e, times -f each   -r  rounds per size (median)\n"
     "  -m  milliseconds of calls per measurement      -o  file (default: this host's cache,\n"
     "      $XDG_CACHE_HOME or ~/.cache, tessera/tuner-<host>.json, which communicators read)\n"
+    "  --device  device buffers: thread ranks sharing GPU 0 (-n), the device executor's\n"
+    "      defaults; the sets join the file's host sets (the tuner reads them for device calls)\n"
     "  tessera_tune --cache-path   prints where this host's file is (or would be)\n";
 
 bool parseBytes(const char* s, uint64_t* out) {
@@ -99,6 +105,144 @@ std::string fmtBytes(uint64_t b) {
   return strprintf("%llu", static_cast<unsigned long long>(b));
 }
 
+// The measurements of `sh` as sets of `transport`.
+MeasuredTable tableOf(const Shared& sh, TransportKind transport) {
+  MeasuredTable table;
+  const auto& all = algorithms();
+  for (int i = 0; i < sh.count; ++i) {
+    const Entry& e = sh.e[i];
+    auto coll = static_cast<Collective>(e.coll);
+    MeasuredSet* set = nullptr;
+    for (MeasuredSet& s : table.sets)
+      if (s.collective == coll && s.nranks == e.nranks) set = &s;
+    if (set == nullptr) {
+      table.sets.push_back(MeasuredSet{coll, e.nranks, transport, {}});
+      set = &table.sets.back();
+    }
+    if (set->points.empty() || set->points.back().bytes != e.bytes)
+      set->points.push_back(MeasuredPoint{e.bytes, {}, 0});
+    if (e.family < 0)
+      set->points.back().crossUs = e.us;
+    else
+      set->points.back().families.push_back(
+          MeasuredFamily{all[static_cast<size_t>(e.family)].name, e.us});
+  }
+  return table;
+}
+
+// Per size, the family measured fastest beside the model's own choice (the measured parameters,
+// no table): for host calls over shm, or (device) for the device executor's calls over p2p with
+// its default grid and scratch.
+void printSummary(const MeasuredTable& table, const TunerParams& params, bool device) {
+  Tuner model(params, AlgoFilter{});
+  std::printf("#\n# %-13s %5s %8s  %-10s %10s  %-10s %10s  %12s\n", "collective", "ranks", "bytes",
+              "measured", "us", "model", "its us", "cross-memory");
+  for (const MeasuredSet& s : table.sets) {
+    for (const MeasuredPoint& p : s.points) {
+      const MeasuredFamily* best = &p.families[0];
+      for (const MeasuredFamily& f : p.families)
+        if (f.us < best->us) best = &f;
+      TuneInput in;
+      in.collective = s.collective;
+      in.bytes = p.bytes;
+      in.nranks = s.nranks;
+      in.intraHost = s.transport;
+      if (device) {
+        in.deviceExecutor = true;
+        in.workers = kDeviceCtas;
+        in.scratchBytes = kDeviceScratchBytes;
+      }
+      TuneChoice c;
+      std::string modelName = "?";
+      double modelUs = 0;
+      if (model.choose(in, &c) == tsrSuccess) {
+        modelName = c.algorithm;
+        for (const MeasuredFamily& f : p.families)
+          if (f.family == c.algorithm) modelUs = f.us;
+      }
+      std::printf("  %-13s %5d %8s  %-10s %10.2f  %-10s %10.2f  %12s\n",
+                  collectiveName(s.collective), s.nranks, fmtBytes(p.bytes).c_str(),
+                  best->family.c_str(), best->us, modelName.c_str(), modelUs,
+                  p.crossUs > 0 ? strprintf("%.2f", p.crossUs).c_str() : "-");
+    }
+  }
+}
+
+int writeFile(const std::string& path, const TunerParams& params, const MeasuredTable& table,
+              const std::string& host) {
+  std::time_t t = std::time(nullptr);
+  char created[64];
+  std::strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  std::string text = tunerFileToJson(
+      params, table, std::string("tessera_tune ") + TESSERA_VERSION_STRING, host, created);
+  if (text.empty()) {
+    std::fprintf(stderr, "tessera_tune: this build has no JSON support: nothing written\n");
+    return kExitFailed;
+  }
+  std::string tmp = path + ".tmp";
+  if (!mkdirs(path)) {
+    std::fprintf(stderr, "tessera_tune: cannot make the folders of %s: %s\n", path.c_str(),
+                 std::strerror(errno));
+    return kExitFailed;
+  }
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << text;
+    if (!f) {
+      std::fprintf(stderr, "tessera_tune: cannot write %s\n", tmp.c_str());
+      return kExitFailed;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {  // readers see the old file or the new one
+    std::fprintf(stderr, "tessera_tune: cannot rename %s: %s\n", tmp.c_str(), std::strerror(errno));
+    return kExitFailed;
+  }
+  std::printf("# wrote %s (%zu sets)\n", path.c_str(), table.sets.size());
+  return kExitOk;
+}
+
+Shared* sharedPage() {
+  auto* sh = static_cast<Shared*>(
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  if (sh == MAP_FAILED) return nullptr;
+  sh->count = 0;
+  sh->error[0] = '\0';
+  return sh;
+}
+
+// --device: the device sets go into the file beside what it holds (its parameters and host
+// sets are kept; earlier device sets are replaced).
+int runDevice(const Options& o, const std::string& path, const std::string& host) {
+  TunerParams params = defaultTunerParams();
+  MeasuredTable table;
+  if (std::ifstream f(path); f) {
+    std::stringstream text;
+    text << f.rdbuf();
+    if (tunerFileFromJson(text.str(), &params, &table) != tsrSuccess) {
+      std::fprintf(stderr, "tessera_tune: %s: %s (move it away, or give -o)\n", path.c_str(),
+                   lastErrorMessage());
+      return kExitFailed;
+    }
+    std::erase_if(table.sets,
+                  [](const MeasuredSet& s) { return s.transport == TransportKind::kP2p; });
+  }
+  Shared* sh = sharedPage();
+  if (sh == nullptr) return kExitFailed;
+  for (int n : o.nranks) {
+    double t0 = nowSeconds();
+    std::string err = measureDeviceFamilies(o, n, sh);
+    if (!err.empty()) {
+      std::fprintf(stderr, "tessera_tune: %d ranks on GPU 0: %s\n", n, err.c_str());
+      return kExitFailed;
+    }
+    std::printf("# %d thread ranks on GPU 0 measured in %.1f s\n", n, nowSeconds() - t0);
+  }
+  MeasuredTable device = tableOf(*sh, TransportKind::kP2p);
+  printSummary(device, params, true);
+  for (MeasuredSet& s : device.sets) table.sets.push_back(std::move(s));
+  return writeFile(path, params, table, host);
+}
+
 int run(const Options& o) {
   std::string host = "localhost";
   char h[256] = {};
@@ -112,8 +256,9 @@ int run(const Options& o) {
   setenv("TESSERA_TUNER_CACHE", "0", 1);
   unsetenv("TESSERA_TUNER_FILE");
   unsetenv("TESSERA_ALGO");
-  std::printf("# tessera_tune %s on %s: writing %s\n", TESSERA_VERSION_STRING, host.c_str(),
-              path.c_str());
+  std::printf("# tessera_tune %s on %s: writing %s%s\n", TESSERA_VERSION_STRING, host.c_str(),
+              path.c_str(), o.device ? " (device buffers, GPU 0)" : "");
+  if (o.device) return runDevice(o, path, host);
   TunerParams params = defaultTunerParams();
   std::string report;
   std::string err = measureLinks(&params, &report);
@@ -144,11 +289,8 @@ int run(const Options& o) {
     run.crossFile = strprintf("/tmp/tessera_tune_cross_%d.json", static_cast<int>(getpid()));
     std::ofstream(run.crossFile) << tunerFileToJson(params, crossTable, "tessera_tune", host, "");
   }
-  auto* sh = static_cast<Shared*>(
-      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
-  if (sh == MAP_FAILED) return kExitFailed;
-  sh->count = 0;
-  sh->error[0] = '\0';
+  Shared* sh = sharedPage();
+  if (sh == nullptr) return kExitFailed;
   for (int n : o.nranks) {
     double t0 = nowSeconds();
     err = measureFamilies(run, n, sh);
@@ -162,83 +304,9 @@ int run(const Options& o) {
   }
   if (!run.crossFile.empty()) std::remove(run.crossFile.c_str());
   std::remove(run.stagedFile.c_str());
-  // The table, and the summary beside the model's choice (the measured parameters, no table).
-  MeasuredTable table;
-  const auto& all = algorithms();
-  Tuner model(params, AlgoFilter{});
-  for (int i = 0; i < sh->count; ++i) {
-    const Entry& e = sh->e[i];
-    auto coll = static_cast<Collective>(e.coll);
-    MeasuredSet* set = nullptr;
-    for (MeasuredSet& s : table.sets)
-      if (s.collective == coll && s.nranks == e.nranks) set = &s;
-    if (set == nullptr) {
-      table.sets.push_back(MeasuredSet{coll, e.nranks, TransportKind::kShm, {}});
-      set = &table.sets.back();
-    }
-    if (set->points.empty() || set->points.back().bytes != e.bytes)
-      set->points.push_back(MeasuredPoint{e.bytes, {}, 0});
-    if (e.family < 0)
-      set->points.back().crossUs = e.us;
-    else
-      set->points.back().families.push_back(
-          MeasuredFamily{all[static_cast<size_t>(e.family)].name, e.us});
-  }
-  std::printf("#\n# %-13s %5s %8s  %-10s %10s  %-10s %10s  %12s\n", "collective", "ranks", "bytes",
-              "measured", "us", "model", "its us", "cross-memory");
-  for (const MeasuredSet& s : table.sets) {
-    for (const MeasuredPoint& p : s.points) {
-      const MeasuredFamily* best = &p.families[0];
-      for (const MeasuredFamily& f : p.families)
-        if (f.us < best->us) best = &f;
-      TuneInput in;
-      in.collective = s.collective;
-      in.bytes = p.bytes;
-      in.nranks = s.nranks;
-      in.intraHost = TransportKind::kShm;
-      TuneChoice c;
-      std::string modelName = "?";
-      double modelUs = 0;
-      if (model.choose(in, &c) == tsrSuccess) {
-        modelName = c.algorithm;
-        for (const MeasuredFamily& f : p.families)
-          if (f.family == c.algorithm) modelUs = f.us;
-      }
-      std::printf("  %-13s %5d %8s  %-10s %10.2f  %-10s %10.2f  %12s\n",
-                  collectiveName(s.collective), s.nranks, fmtBytes(p.bytes).c_str(),
-                  best->family.c_str(), best->us, modelName.c_str(), modelUs,
-                  p.crossUs > 0 ? strprintf("%.2f", p.crossUs).c_str() : "-");
-    }
-  }
-  std::time_t t = std::time(nullptr);
-  char created[64];
-  std::strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  std::string text = tunerFileToJson(
-      params, table, std::string("tessera_tune ") + TESSERA_VERSION_STRING, host, created);
-  if (text.empty()) {
-    std::fprintf(stderr, "tessera_tune: this build has no JSON support: nothing written\n");
-    return kExitFailed;
-  }
-  std::string tmp = path + ".tmp";
-  if (!mkdirs(path)) {
-    std::fprintf(stderr, "tessera_tune: cannot make the folders of %s: %s\n", path.c_str(),
-                 std::strerror(errno));
-    return kExitFailed;
-  }
-  {
-    std::ofstream f(tmp, std::ios::trunc);
-    f << text;
-    if (!f) {
-      std::fprintf(stderr, "tessera_tune: cannot write %s\n", tmp.c_str());
-      return kExitFailed;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {  // readers see the old file or the new one
-    std::fprintf(stderr, "tessera_tune: cannot rename %s: %s\n", tmp.c_str(), std::strerror(errno));
-    return kExitFailed;
-  }
-  std::printf("# wrote %s (%zu sets)\n", path.c_str(), table.sets.size());
-  return kExitOk;
+  MeasuredTable table = tableOf(*sh, TransportKind::kShm);
+  printSummary(table, params, false);
+  return writeFile(path, params, table, host);
 }
 
 }  // namespace
@@ -284,6 +352,8 @@ int main(int argc, char** argv) {
       ok = o.targetMs > 0;
     } else if (a == "-o" && (v = value())) {
       o.out = v;
+    } else if (a == "--device") {
+      o.device = true;
     } else {
       ok = false;
     }

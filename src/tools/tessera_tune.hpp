@@ -31,6 +31,9 @@ struct Options {
   // family gets the pipeline it will get from the file written): `stagedFile` never prefers
   // cross-memory attach, `crossFile` asks for it at every large size ("" where it is refused).
   std::string stagedFile, crossFile;
+  // --device: thread ranks on GPU 0 with device buffers (tessera_tune_device.cpp) instead of
+  // processes over shm; the sets go into the file beside its host sets (transport p2p).
+  bool device = false;
 };
 
 // One measurement: the median time of a family (-1: cross-memory attach) at one size.
@@ -70,6 +73,10 @@ std::string measureLinks(TunerParams* params, std::string* report);
 
 // Forks `n` ranks that measure every family of o.collectives at every size into *sh. "" or why not.
 std::string measureFamilies(const Options& o, int n, Shared* sh);
+
+// The same on device buffers: n thread ranks sharing GPU 0 (tessera_tune_device.cpp). "" or why
+// not (no GPU, a build without CUDA).
+std::string measureDeviceFamilies(const Options& o, int n, Shared* sh);
 
 // Seconds on a monotonic clock.
 double nowSeconds();

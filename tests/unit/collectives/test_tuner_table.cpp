@@ -5,6 +5,7 @@
 // TESSERA_TUNER_FILE or TESSERA_TUNER_CACHE=0 say otherwise, and ignore a broken cached file.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -130,6 +131,40 @@ TEST(MeasuredTable, TheModelKeepsWhatTheTableDoesNotCover) {
   EXPECT_FALSE(measured);
 }
 
+// tessera_tune --device measures device calls over p2p: those sets steer device calls over p2p
+// (and cuda_ipc) only, host sets host calls only; the device emulation (host transports) reads
+// neither.
+TEST(MeasuredTable, DeviceSetsSteerDeviceCallsOnly) {
+  auto t = table();
+  MeasuredSet dev = t->sets[0];
+  dev.transport = TransportKind::kP2p;
+  dev.points = {point(1 << 20, {{"tree", 40}, {"ring", 90}, {"rhd", 95}})};
+  t->sets.push_back(dev);
+  Tuner with(defaultTunerParams(), t, AlgoFilter{});
+  Tuner without(defaultTunerParams(), AlgoFilter{});
+  TuneInput gpu = input(1 << 20);
+  gpu.deviceExecutor = true;
+  gpu.intraHost = TransportKind::kP2p;
+  gpu.workers = 8;
+  bool measured = false;
+  EXPECT_EQ(choose(with, gpu, &measured), "tree");
+  EXPECT_TRUE(measured);
+  TuneInput ipc = gpu;  // processes of a host: the same GPUs' links
+  ipc.intraHost = TransportKind::kCudaIpc;
+  EXPECT_EQ(choose(with, ipc, &measured), choose(without, ipc));
+  EXPECT_FALSE(measured) << "no cuda_ipc set was measured";
+  EXPECT_EQ(choose(with, input(1 << 20), &measured), "rhd") << "the host set still decides";
+  EXPECT_TRUE(measured);
+  TuneInput emulated = gpu;
+  emulated.intraHost = TransportKind::kShm;  // the device executor on host threads
+  EXPECT_EQ(choose(with, emulated, &measured), choose(without, emulated));
+  EXPECT_FALSE(measured) << "host times do not stand for device calls";
+  TuneInput windows = gpu;
+  windows.zeroCopyPossible = true;  // the table measured staged calls
+  EXPECT_EQ(choose(with, windows, &measured), choose(without, windows));
+  EXPECT_FALSE(measured);
+}
+
 #if TESSERA_HAVE_JSON
 TEST(MeasuredTable, TheFileRoundTrips) {
   TunerParams p = defaultTunerParams();
@@ -249,6 +284,31 @@ TEST(TesseraTune, WritesAFileTheTunerReads) {
   TuneInput in = input(8);
   ASSERT_EQ(tuner.choose(in, &c), tsrSuccess);
   EXPECT_TRUE(c.measured);
+  std::remove(out.c_str());
+  std::remove((out + ".log").c_str());
+}
+
+// --device without a usable GPU (none visible, on any machine): exit 1 with a sentence, and the
+// file is left as it was.
+TEST(TesseraTune, DeviceWithoutAGpuSaysSoAndLeavesTheFile) {
+  std::string out = strprintf("/tmp/tessera_tune_dev_%d.json", static_cast<int>(getpid()));
+  const std::string before = tunerFileToJson(defaultTunerParams(), *table(), "test", "vm", "");
+  std::ofstream(out) << before;
+  std::string cmd = strprintf(
+      "CUDA_VISIBLE_DEVICES= timeout 120 %s/src/tools/tessera_tune --device -n 2 -c allreduce "
+      "-b 8 -e 64K -o %s > %s.log 2>&1",
+      TESSERA_BINARY_DIR, out.c_str(), out.c_str());
+  int rc = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(rc));
+  EXPECT_EQ(WEXITSTATUS(rc), 1);
+  std::ifstream log(out + ".log");
+  std::stringstream said;
+  said << log.rdbuf();
+  EXPECT_NE(said.str().find("GPU 0"), std::string::npos) << said.str();
+  std::ifstream f(out);
+  std::stringstream after;
+  after << f.rdbuf();
+  EXPECT_EQ(after.str(), before);
   std::remove(out.c_str());
   std::remove((out + ".log").c_str());
 }
