@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/algorithms/algorithms.hpp"
 #include "collectives/tuner/tuner.hpp"
 #include "tessera/tessera.h"
 
@@ -77,6 +78,15 @@ std::string measureFamilies(const Options& o, int n, Shared* sh);
 // The same on device buffers: n thread ranks sharing GPU 0 (tessera_tune_device.cpp). "" or why
 // not (no GPU, a build without CUDA).
 std::string measureDeviceFamilies(const Options& o, int n, Shared* sh);
+
+// Shared by both measurements (tessera_tune_families.cpp): whether family `a` generates `c` on
+// one host; the sizes from o.minBytes to o.maxBytes, times o.factor, and o.maxBytes itself; the
+// elements per rank for a call of about `bytes` as nccl-tests counts them (at least one), and
+// the bytes such a call counts.
+bool generatesOnOneHost(const AlgorithmInfo& a, Collective c);
+std::vector<uint64_t> sizeLadder(const Options& o);
+size_t countFor(Collective c, uint64_t bytes, int n);
+uint64_t callBytesOf(Collective c, size_t count, int n);
 
 // Seconds on a monotonic clock.
 double nowSeconds();

@@ -27,15 +27,6 @@ namespace tessera::tune {
 #if TESSERA_HAVE_CUDA
 namespace {
 
-bool generatesOnOneHost(const AlgorithmInfo& a, Collective c) {
-  return !a.needsHosts &&
-         std::find(a.collectives.begin(), a.collectives.end(), c) != a.collectives.end();
-}
-
-uint64_t segmentsCounted(Collective c, int n) {
-  return static_cast<uint64_t>(std::max(inputSegments(c, n), outputSegments(c, n)));
-}
-
 tsrResult_t deviceCall(Collective c, const void* in, void* out, size_t count, tsrComm_t comm,
                        cudaStream_t s) {
   auto st = static_cast<tsrStream_t>(s);
@@ -149,14 +140,9 @@ std::string measureDeviceFamilies(const Options& o, int n, Shared* sh) {
     for (size_t f = 0; f < all.size(); ++f)
       if (generatesOnOneHost(all[f], c) && !comms[f].empty()) fams.push_back(f);
     if (fams.size() < 2) continue;
-    std::vector<uint64_t> sizes;
-    for (double b = static_cast<double>(o.minBytes); b <= static_cast<double>(o.maxBytes) * 1.0001;
-         b *= o.factor)
-      sizes.push_back(static_cast<uint64_t>(b));
-    if (sizes.empty() || sizes.back() < o.maxBytes) sizes.push_back(o.maxBytes);
-    for (uint64_t b : sizes) {
-      const size_t count = std::max<size_t>(1, b / segmentsCounted(c, n) / sizeof(float));
-      const uint64_t bytes = count * sizeof(float) * segmentsCounted(c, n);
+    for (uint64_t b : sizeLadder(o)) {
+      const size_t count = countFor(c, b, n);
+      const uint64_t bytes = callBytesOf(c, count, n);
       if (bytes > o.maxBytes) break;
       double probe = 0;
       if (!(err = timed(fams[0], c, count, 1, &probe)).empty()) break;

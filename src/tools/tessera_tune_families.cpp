@@ -25,32 +25,43 @@ double nowSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-namespace {
-
-bool generatesHere(const AlgorithmInfo& a, Collective c) {
+bool generatesOnOneHost(const AlgorithmInfo& a, Collective c) {
   return !a.needsHosts &&
          std::find(a.collectives.begin(), a.collectives.end(), c) != a.collectives.end();
 }
 
-std::vector<int> familiesOf(Collective c) {
-  std::vector<int> out;
-  const auto& all = algorithms();
-  for (size_t i = 0; i < all.size(); ++i)
-    if (generatesHere(all[i], c)) out.push_back(static_cast<int>(i));
-  return out;
+std::vector<uint64_t> sizeLadder(const Options& o) {
+  std::vector<uint64_t> sizes;
+  for (double b = static_cast<double>(o.minBytes); b <= static_cast<double>(o.maxBytes) * 1.0001;
+       b *= o.factor)
+    sizes.push_back(static_cast<uint64_t>(b));
+  if (sizes.empty() || sizes.back() < o.maxBytes) sizes.push_back(o.maxBytes);
+  return sizes;
 }
 
+namespace {
 // nccl-tests counts a call's bytes by its larger buffer, in segments of `count` elements: every
 // rank's segment for reducescatter, allgather and alltoall, one for the others.
 uint64_t countedSegments(Collective c, int n) {
   return static_cast<uint64_t>(std::max(inputSegments(c, n), outputSegments(c, n)));
 }
-// Elements per rank for a call of about `bytes` (as nccl-tests counts them), at least one.
+}  // namespace
+
 size_t countFor(Collective c, uint64_t bytes, int n) {
   return std::max<size_t>(1, static_cast<size_t>(bytes / countedSegments(c, n) / sizeof(float)));
 }
 uint64_t callBytesOf(Collective c, size_t count, int n) {
   return count * sizeof(float) * countedSegments(c, n);
+}
+
+namespace {
+
+std::vector<int> familiesOf(Collective c) {
+  std::vector<int> out;
+  const auto& all = algorithms();
+  for (size_t i = 0; i < all.size(); ++i)
+    if (generatesOnOneHost(all[i], c)) out.push_back(static_cast<int>(i));
+  return out;
 }
 
 tsrResult_t call(Collective c, const float* in, float* out, size_t count, tsrComm_t comm) {
@@ -88,7 +99,7 @@ std::string rankBody(const Options& o, int n, int rank, const std::vector<tsrUni
     Collective first{};
     bool any = false;
     for (Collective c : o.collectives)
-      if (generatesHere(all[f], c) && familiesOf(c).size() > 1 && !any) first = c, any = true;
+      if (generatesOnOneHost(all[f], c) && familiesOf(c).size() > 1 && !any) first = c, any = true;
     if (!any) continue;
     setenv("TESSERA_ALGO", all[f].name, 1);
     setenv("TESSERA_TUNER_FILE", o.stagedFile.c_str(), 1);
@@ -113,12 +124,7 @@ std::string rankBody(const Options& o, int n, int rank, const std::vector<tsrUni
   for (Collective c : o.collectives) {
     std::vector<int> fams = familiesOf(c);
     if (fams.size() < 2) continue;
-    std::vector<uint64_t> sizes;
-    for (double b = static_cast<double>(o.minBytes); b <= static_cast<double>(o.maxBytes) * 1.0001;
-         b *= o.factor)
-      sizes.push_back(static_cast<uint64_t>(b));
-    if (sizes.empty() || sizes.back() < o.maxBytes) sizes.push_back(o.maxBytes);
-    for (uint64_t b : sizes) {
+    for (uint64_t b : sizeLadder(o)) {
       size_t count = countFor(c, b, n);
       uint64_t bytes = callBytesOf(c, count, n);
       if (bytes > o.maxBytes) break;
