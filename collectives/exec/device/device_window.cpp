@@ -3,8 +3,9 @@
 // and cuda_ipc on a GPU; inproc and shm in the emulation), so that calls on it run zero-copy plans
 // with no handshake: the kernels find a peer's buffer in the window's table (WorkItem::peerInput).
 //
-// Registration, on every rank in the same order: register the buffer with the transports, then,
-// peer by peer in increasing order (as plans bind: bootstrap sends never wait for the receiver),
+// Registration, on every rank in the same order: register the buffer with the transports (one
+// allGather: if any rank could not, every rank refuses the window alike), then, peer by peer in
+// increasing order (as plans bind: bootstrap sends never wait for the receiver),
 // connect, send this rank's export for that connection's transport (an empty blob where it cannot
 // export the memory, e.g. malloc memory to another process) and receive the peer's; map what came.
 // One allGather then says every rank's size and whether it mapped all its peers, so every rank
@@ -28,7 +29,7 @@ constexpr Subsys kLogSubsys = Subsys::kColl;
 constexpr uint64_t kMaxWindowBlobBytes = 1 << 20;
 
 struct WindowAgreement {
-  uint64_t bytes;
+  uint64_t bytes;  // 0: this rank could not register its window
   uint32_t mappedAll;
   uint32_t pad;
 };
@@ -47,12 +48,24 @@ Result DeviceExecutor::registerWindow(void* ptr, size_t bytes, DeviceWindow** ou
   w->base = static_cast<char*>(ptr);
   w->bytes = bytes;
   w->peers.resize(static_cast<size_t>(n));
-  // A failure from here on leaves the peers out of step (they wait for this rank's blob or its
-  // allGather): the engine is poisoned, as when a plan's binding fails.
-  auto fail = [&](Result r) { return options_.engine->poison(r); };
+  // First every rank's own registration, agreed: a rank whose memory the transports refuse makes
+  // every rank refuse the window (nothing half-made, the communicator still usable).
   Result r = ctx.registerMemory(ptr, bytes, emulated() ? MemoryKind::kHost : MemoryKind::kCuda,
                                 &w->memory);
-  if (r != tsrSuccess) return fail(r);
+  const std::string why = r != tsrSuccess ? lastErrorMessage() : "";
+  std::vector<WindowAgreement> all(static_cast<size_t>(n));
+  all[static_cast<size_t>(rank)] = WindowAgreement{r == tsrSuccess ? bytes : 0, 0, 0};
+  if (Result g = b.allGather(all.data(), sizeof(WindowAgreement)); g != tsrSuccess)
+    return options_.engine->poison(g);  // peers may be past it: out of step
+  for (int p = 0; p < n; ++p)
+    if (all[static_cast<size_t>(p)].bytes == 0)
+      return TSR_FAIL(p == rank ? r : tsrInvalidUsage,
+                      "rank %d: window %p (%zu bytes) not registered: rank %d could not register "
+                      "its buffer%s%s",
+                      rank, ptr, bytes, p, p == rank ? ": " : "", why.c_str());
+  // A failure from here on leaves the peers out of step (they wait for this rank's blob or its
+  // allGather): the engine is poisoned, as when a plan's binding fails.
+  auto fail = [&](Result e) { return options_.engine->poison(e); };
   bool mappedAll = true;
   for (int p = 0; p < n; ++p) {
     if (p == rank) continue;
@@ -82,7 +95,6 @@ Result DeviceExecutor::registerWindow(void* ptr, size_t bytes, DeviceWindow** ou
       return fail(r);
     if (w->peers[static_cast<size_t>(p)]->mapped() == nullptr) mappedAll = false;
   }
-  std::vector<WindowAgreement> all(static_cast<size_t>(n));
   all[static_cast<size_t>(rank)] = WindowAgreement{bytes, mappedAll ? 1u : 0u, 0};
   if ((r = b.allGather(all.data(), sizeof(WindowAgreement))) != tsrSuccess) return fail(r);
   w->usable = true;
@@ -98,8 +110,11 @@ Result DeviceExecutor::registerWindow(void* ptr, size_t bytes, DeviceWindow** ou
     if (w->peers[static_cast<size_t>(p)])
       table[static_cast<size_t>(p)] =
           static_cast<char*>(w->peers[static_cast<size_t>(p)]->mapped());
-  TSR_CHECK(allocate(table.size() * sizeof(char*), &w->table));
-  TSR_CHECK(upload(w->table->data(), table.data(), table.size() * sizeof(char*)));
+  // Local: a failure here leaves every peer with a window this rank has not (its calls on it
+  // would not match): poisoned.
+  if ((r = allocate(table.size() * sizeof(char*), &w->table)) != tsrSuccess ||
+      (r = upload(w->table->data(), table.data(), table.size() * sizeof(char*))) != tsrSuccess)
+    return fail(r);
   TSR_INFO("rank %d: window %p (%zu bytes) registered: %s, smallest window %zu bytes", rank, ptr,
            bytes,
            w->usable ? "every peer maps it (zero-copy)" : "not mapped by every peer (staged)",
@@ -135,7 +150,8 @@ Result DeviceExecutor::deregisterWindow(DeviceWindow* window) {
   // No replay may reach a peer's window once it can be freed (a captured call's table stays, with
   // no entries, as long as the executor does).
   std::vector<char*> none(static_cast<size_t>(n), nullptr);
-  TSR_CHECK(upload(w.table->data(), none.data(), none.size() * sizeof(char*)));
+  r = upload(w.table->data(), none.data(), none.size() * sizeof(char*));
+  if (r != tsrSuccess) return options_.engine->poison(r);  // peers wait at the barrier below
   if (w.captured) retiredTables_.push_back(w.table);
   for (auto& p : w.peers) p.reset();
   r = ctx.bootstrap().barrier();  // every peer has dropped its mapping of this rank's window
