@@ -136,9 +136,17 @@ Result EngineImpl::enqueue(const CollCall& call, void* stream) {
                       rank_, static_cast<unsigned long long>(callNo));
     TSR_CHECK(makeDeviceExecutor());
   }
-  // Buffers in windows (same offsets on every rank, the caller's promise): zero-copy plans.
+  // Buffers in windows (same offsets on every rank, the caller's promise): zero-copy plans. Else
+  // buffers registered locally, where every rank is in this process: zero-copy through boards
+  // (every rank passes registered buffers to the same call, NCCL's rule).
   WindowUse windows;
-  const bool inWindows = device_->windowsOf(call, &windows);
+  bool inWindows = device_->windowsOf(call, &windows);
+  DeviceRegistration* regs[2] = {nullptr, nullptr};
+  if (!inWindows && !deviceRegistrations_.empty() && locallyRegistered(call, regs) &&
+      device_->peersInProcess()) {
+    windows.board = true;
+    inWindows = true;
+  }
   std::shared_ptr<const Plan> plan;
   bool ll = false;
   TSR_CHECK(devicePlan(call, device_->ctas(), inWindows, &plan, &ll));
@@ -151,7 +159,64 @@ Result EngineImpl::enqueue(const CollCall& call, void* stream) {
     }
   }
   planner_.take(callNo);
-  return device_->enqueue(call, plan, callNo, stream, inWindows ? &windows : nullptr);
+  TSR_CHECK(device_->enqueue(call, plan, callNo, stream, inWindows ? &windows : nullptr));
+  for (DeviceRegistration* r : regs) {
+    if (r == nullptr) continue;
+    r->used = true;  // a captured call leaves the ticket of the last eager one
+    r->lastTicket = device_->lastTicket();
+  }
+  return tsrSuccess;
+}
+
+bool EngineImpl::locallyRegistered(const CollCall& call, DeviceRegistration* out[2]) const {
+  const size_t elem = call.count * dtypeSize(call.dtype);
+  const size_t bytes[2] = {elem * static_cast<size_t>(inputSegments(call.collective, nranks_)),
+                           elem * static_cast<size_t>(outputSegments(call.collective, nranks_))};
+  const void* ptrs[2] = {call.sendbuf, call.recvbuf};
+  // A buffer this rank does not use (a non-root's broadcast input or reduce output) is never
+  // read through the boards (the pointers are each rank's own): it need not be registered.
+  const bool uses[2] = {call.collective != Collective::kBroadcast || call.root == rank_,
+                        call.collective != Collective::kReduce || call.root == rank_};
+  for (int k = 0; k < 2; ++k) {
+    out[k] = nullptr;
+    if (!uses[k]) continue;
+    const char* p = static_cast<const char*>(ptrs[k]);
+    for (const auto& r : deviceRegistrations_)
+      if (p >= r->base && static_cast<size_t>(p - r->base) <= r->bytes &&
+          bytes[k] <= r->bytes - static_cast<size_t>(p - r->base))
+        out[k] = r.get();
+    if (out[k] == nullptr) return false;
+  }
+  return true;
+}
+
+Result EngineImpl::registerDeviceBuffer(void* ptr, size_t bytes, void** handle) {
+  if (ptr == nullptr || bytes == 0 || handle == nullptr)
+    return TSR_FAIL(tsrInvalidArgument,
+                    "rank %d: registerDeviceBuffer(%p, %zu bytes) needs a buffer", rank_, ptr,
+                    bytes);
+  auto r = std::make_unique<DeviceRegistration>();
+  r->base = static_cast<char*>(ptr);
+  r->bytes = bytes;
+  *handle = r.get();
+  deviceRegistrations_.push_back(std::move(r));
+  return tsrSuccess;
+}
+
+Result EngineImpl::deregisterDeviceBuffer(void* handle) {
+  auto it = std::find_if(deviceRegistrations_.begin(), deviceRegistrations_.end(),
+                         [&](const auto& r) { return r.get() == handle; });
+  if (it == deviceRegistrations_.end())
+    return TSR_FAIL(tsrInvalidArgument, "rank %d: deregisterDeviceBuffer(%p): not a registration",
+                    rank_, handle);
+  const DeviceRegistration& r = **it;
+  if (r.used && device_ && !device_->eagerDone(r.lastTicket))
+    return TSR_FAIL(tsrInvalidUsage,
+                    "rank %d: buffer %p (%zu bytes) was not deregistered: a device call on it is "
+                    "still in flight on this rank; synchronize its stream first",
+                    rank_, static_cast<void*>(r.base), r.bytes);
+  deviceRegistrations_.erase(it);
+  return tsrSuccess;
 }
 
 Result EngineImpl::registerWindow(void* ptr, size_t bytes, void** handle) {

@@ -156,6 +156,14 @@ class CollectiveEngine {
   // too, and refused on every rank while an eager call on the window is in flight on any.
   virtual Result registerWindow(void* ptr, size_t bytes, void** handle) = 0;
   virtual Result deregisterWindow(void* handle) = 0;
+  // A local registration of a device buffer (tsrCommRegister on device memory; host buffers
+  // under deviceEmulation): no peer takes part. Where every rank of the communicator is in this
+  // process, device calls whose buffers all lie in such registrations run zero-copy through the
+  // device executor's boards (NCCL's rule for registered buffers: if one rank passes registered
+  // buffers to a call, every rank does); elsewhere they are staged. deregisterDeviceBuffer is
+  // refused while this rank's last eager device call on it is in flight.
+  virtual Result registerDeviceBuffer(void* ptr, size_t bytes, void** handle) = 0;
+  virtual Result deregisterDeviceBuffer(void* handle) = 0;
 
   virtual Tuner& tuner() = 0;
   // The tuner's estimate of a call, in microseconds, without running it or talking to a peer

@@ -235,6 +235,8 @@ class EngineImpl final : public CollectiveEngine {
   Result deregisterBuffer(void* handle) override;
   Result registerWindow(void* ptr, size_t bytes, void** handle) override;  // device_engine.cpp
   Result deregisterWindow(void* handle) override;
+  Result registerDeviceBuffer(void* ptr, size_t bytes, void** handle) override;
+  Result deregisterDeviceBuffer(void* handle) override;
   Tuner& tuner() override { return planner_.tuner(); }
   Result predictUs(const CollCall& call, bool onDevice, double* us) override;
   Result predictP2PUs(const P2PCall& call, double* us) override;
@@ -394,6 +396,17 @@ class EngineImpl final : public CollectiveEngine {
   std::string poisonWhy_;
   // The device executor, made by the first enqueue (device_engine.cpp), and its verified plans.
   std::unique_ptr<DeviceExecutor> device_;
+  // Local registrations of device buffers (registerDeviceBuffer): the range, and the ticket of
+  // the last eager device call that named it (0: none).
+  struct DeviceRegistration {
+    char* base = nullptr;
+    size_t bytes = 0;
+    uint32_t lastTicket = 0;
+    bool used = false;
+  };
+  std::vector<std::unique_ptr<DeviceRegistration>> deviceRegistrations_;
+  // Both buffers of `call` lie in local device registrations: them, in (input, output).
+  bool locallyRegistered(const CollCall& call, DeviceRegistration* out[2]) const;
   Result deviceTransportClasses();
   Result makeDeviceExecutor();
   TransportKind deviceIntra_ = TransportKind::kP2p;

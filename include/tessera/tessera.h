@@ -264,7 +264,10 @@ TSR_API tsrResult_t tsrGroupSimulateEnd(double* estimatedTimeUs);
 
 /* Zero-copy: a registered buffer may be read and written by peers directly, so collectives on it
  * skip the staging copies. Local (not collective). The handle is released by tsrCommDeregister,
- * which must not race with a collective using the buffer. */
+ * which must not race with a collective using the buffer (on device memory it is refused while
+ * this rank's eager call on it is in flight). Device memory: zero-copy where every rank of the
+ * communicator is in this process; as in NCCL, if one rank passes registered buffers to a call,
+ * every rank must. Between processes, use windows (below). */
 TSR_API tsrResult_t tsrCommRegister(const tsrComm_t comm, void* buff, size_t size, void** handle);
 TSR_API tsrResult_t tsrCommDeregister(const tsrComm_t comm, void* handle);
 

@@ -127,9 +127,10 @@ Result CommImpl::collectives(CollectiveEngine** out) {
     std::unique_ptr<CollectiveEngine> engine;
     TSR_CHECK(CollectiveEngine::create(o, &engine));
     for (auto& [id, reg] : registrations_) {
-      if (reg.onDevice) continue;
       // Checked when registered; a refusal now only costs the zero-copy path for that buffer.
-      if (engine->registerBuffer(reg.ptr, reg.bytes, &reg.engineHandle) != tsrSuccess) {
+      Result r = reg.onDevice ? engine->registerDeviceBuffer(reg.ptr, reg.bytes, &reg.engineHandle)
+                              : engine->registerBuffer(reg.ptr, reg.bytes, &reg.engineHandle);
+      if (r != tsrSuccess) {
         TSR_WARN("buffer %p (%zu bytes) registered before the first collective: %s", reg.ptr,
                  reg.bytes, lastErrorMessage());
         reg.engineHandle = nullptr;
@@ -165,12 +166,13 @@ Result CommImpl::registerBuffer(void* ptr, size_t bytes, bool onDevice, void** h
   Registration reg{ptr, bytes, nullptr, onDevice};
   if (onDevice)
     TSR_INFO(
-        "tsrCommRegister: %p (%zu bytes) is device memory: a local registration is not "
-        "mapped by the peers, so calls on it are staged through the scratch; register it on "
-        "every rank with tsrCommWindowRegister for zero-copy",
+        "tsrCommRegister: %p (%zu bytes) is device memory: calls on it are zero-copy where "
+        "every rank is in this process, staged elsewhere (tsrCommWindowRegister maps windows "
+        "across processes)",
         ptr, bytes);
-  else if (engine_)
-    TSR_CHECK(engine_->registerBuffer(ptr, bytes, &reg.engineHandle));
+  if (engine_)
+    TSR_CHECK(onDevice ? engine_->registerDeviceBuffer(ptr, bytes, &reg.engineHandle)
+                       : engine_->registerBuffer(ptr, bytes, &reg.engineHandle));
   uint64_t id = nextRegistrationId.fetch_add(1);
   registrations_.emplace(id, reg);
   *handle = taggedHandle(id, kRegistrationTag);
@@ -186,10 +188,11 @@ Result CommImpl::deregisterBuffer(void* handle) {
                     "tsrCommDeregister: handle %p was not made by tsrCommRegister on this "
                     "communicator, or was already deregistered",
                     handle);
-  Registration reg = it->second;
+  const Registration& reg = it->second;
+  if (engine_ && reg.engineHandle != nullptr)  // refused (a call in flight): it stays
+    TSR_CHECK(reg.onDevice ? engine_->deregisterDeviceBuffer(reg.engineHandle)
+                           : engine_->deregisterBuffer(reg.engineHandle));
   registrations_.erase(it);
-  if (engine_ && reg.engineHandle != nullptr)
-    TSR_CHECK(engine_->deregisterBuffer(reg.engineHandle));
   return tsrSuccess;
 }
 

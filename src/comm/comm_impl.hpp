@@ -136,8 +136,8 @@ class CommImpl {
 
   // tsrCommRegister / tsrCommDeregister: local. The handle is tessera's own (never reused, so a
   // handle of another communicator or one already deregistered is recognised as such).
-  // `onDevice`: device memory of this rank's GPU, kept here only (a local registration of device
-  // memory is not mapped by peers: calls on it are staged; windows are zero-copy).
+  // `onDevice`: device memory of this rank's GPU, handed to the engine as a local device
+  // registration (zero-copy where every rank is in this process; windows map across processes).
   Result registerBuffer(void* ptr, size_t bytes, bool onDevice, void** handle);
   Result deregisterBuffer(void* handle);
   // tsrCommWindowRegister / tsrCommWindowDeregister: collective. Device memory becomes a window of
@@ -195,7 +195,7 @@ class CommImpl {
     void* ptr = nullptr;
     size_t bytes = 0;
     void* engineHandle = nullptr;  // null until the engine exists (or if it refused the buffer)
-    bool onDevice = false;         // never handed to the engine
+    bool onDevice = false;         // a device registration (registerDeviceBuffer)
   };
   std::mutex engineMutex_;
   std::map<uint64_t, Registration> registrations_;  // by handle id

@@ -287,10 +287,18 @@ class DeviceBackend {
       if (ref.peer < 0) {
         base = in ? const_cast<char*>(item_.input) : item_.output;
       } else {
-        // A window's entry for the peer's rank, at this rank's offset (WorkItem::peerInput).
-        char* const* table = in ? item_.peerInput : item_.peerOutput;
-        base = table == nullptr ? nullptr : table[p_.peers[ref.peer].rank];
-        if (base != nullptr) base += in ? item_.peerInputOffset : item_.peerOutputOffset;
+        const int32_t r = p_.peers[ref.peer].rank;
+        if (item_.board != nullptr) {
+          // What the peer published for this call (WorkItem::board), after its signal.
+          const PeerPointers& pp = item_.board[r];
+          base = reinterpret_cast<char*>(
+              device::loadRelaxed(reinterpret_cast<const uint64_t*>(in ? &pp.input : &pp.output)));
+        } else {
+          // A window's entry for the peer's rank, at this rank's offset (WorkItem::peerInput).
+          char* const* table = in ? item_.peerInput : item_.peerOutput;
+          base = table == nullptr ? nullptr : table[r];
+          if (base != nullptr) base += in ? item_.peerInputOffset : item_.peerOutputOffset;
+        }
       }
       if (base != nullptr) return base + (s * item_.count + iterOffset_ + at) * elemSize_;
     }

@@ -139,6 +139,8 @@ DeviceExecutor::~DeviceExecutor() {
     (void)state_.release();
     for (auto& w : windows_) (void)w.release();
     for (auto& t : retiredTables_) (void)new std::shared_ptr<Memory>(std::move(t));
+    for (auto* m : {&board_, &peerBoards_}) (void)new std::shared_ptr<Memory>(std::move(*m));
+    for (auto& m : peerBoardMaps_) (void)new std::shared_ptr<RemoteMemory>(std::move(m));
     return;
   }
   s.side->quiesce();
@@ -146,9 +148,12 @@ DeviceExecutor::~DeviceExecutor() {
   // ranks held back run now, on this thread. Ours (the plans' memory, the queue) go through the
   // same registry: a free never waits for another communicator's grid (idle_release.hpp).
   if (s.resident) residentGridEnded(registryDevice(), options_.ctas);
-  s.plans.clear();  // device memory of the plans and windows, while the GPU is current
+  s.plans.clear();  // device memory of the plans, windows and boards, while the GPU is current
   windows_.clear();
   retiredTables_.clear();
+  peerBoardMaps_.clear();
+  peerBoards_.reset();
+  board_.reset();
   s.side->release();
 }
 
@@ -219,6 +224,8 @@ bool DeviceExecutor::eagerDone(uint32_t ticket) const {
   return static_cast<int32_t>(exec::loadAcquire32(state_->hq.eagerWord) - ticket) >= 0;
 }
 
+uint32_t DeviceExecutor::lastTicket() const { return state_->hq.ticket; }
+
 Result DeviceExecutor::enqueue(const CollCall& call, const std::shared_ptr<const Plan>& plan,
                                uint64_t callNo, void* stream, const WindowUse* windows) {
   State& s = *state_;
@@ -280,7 +287,22 @@ Result DeviceExecutor::enqueue(const CollCall& call, const std::shared_ptr<const
                          (call.collective != Collective::kReduce || options_.rank == call.root)
                      ? 1
                      : 0;
-  if (plan->zeroCopy) {
+  if (plan->zeroCopy && windows->board) {
+    if (!peerBoards_) {
+      bool capturing = false;
+      if (s.side->capturing(stream, &capturing) == tsrSuccess && capturing)
+        return TSR_FAIL(tsrInvalidUsage,
+                        "rank %d: call %llu is the first zero-copy call on locally registered "
+                        "buffers and is being captured into a graph; setting up the boards "
+                        "allocates memory, which a capture forbids: make one such call outside "
+                        "the capture first",
+                        options_.rank, static_cast<unsigned long long>(callNo));
+      Result r = ensureBoards();
+      if (r != tsrSuccess) return options_.engine->poison(r);  // peers are out of step
+    }
+    item.board = static_cast<exec::PeerPointers*>(board_->data());
+    item.peerBoards = static_cast<exec::PeerPointers* const*>(peerBoards_->data());
+  } else if (plan->zeroCopy) {
     item.peerInput =
         windows->input ? static_cast<char* const*>(windows->input->table->data()) : nullptr;
     item.peerInputOffset = windows->inputOffset;

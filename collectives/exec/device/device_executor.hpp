@@ -119,13 +119,15 @@ struct DeviceWindow {
   bool captured = false;
 };
 
-// A call's windows, as DeviceExecutor::enqueue takes them (null windows: a buffer the rank does
-// not use in the call).
+// How a zero-copy call reaches its peers' buffers, as DeviceExecutor::enqueue takes it: through
+// its windows (symmetric offsets), or (`board`) through the pointers every rank publishes for the
+// call on its peers' boards (ranks of one process, buffers registered locally: WorkItem::board).
 struct WindowUse {
   const DeviceWindow* input = nullptr;
   uint64_t inputOffset = 0;
   const DeviceWindow* output = nullptr;
   uint64_t outputOffset = 0;
+  bool board = false;
 };
 
 class DeviceExecutor {
@@ -151,6 +153,14 @@ class DeviceExecutor {
   // Whether the buffers `call` uses on this rank lie in usable windows, within every rank's
   // window; the windows and offsets in *out when so.
   bool windowsOf(const CollCall& call, WindowUse* out) const;
+  // Whether every peer is a rank of this process (reached by p2p on a GPU, inproc in the
+  // emulation), so that a buffer's pointer is valid on every rank: buffers registered locally
+  // (tsrCommRegister) can then be reached through boards (WindowUse::board). The same answer on
+  // every rank.
+  bool peersInProcess();
+  // Whether the eager call of `ticket` has completed; the ticket of the last eager call posted.
+  bool eagerDone(uint32_t ticket) const;
+  uint32_t lastTicket() const;
   // The LL protocol's exchange for a small call (ll.hpp); false in *used when LL cannot run it
   // (a peer not mapped, too large), and nothing is enqueued then.
   Result enqueueLL(const CollCall& call, uint64_t callNo, void* stream, bool* used);
@@ -216,8 +226,14 @@ class DeviceExecutor {
   uint64_t zeroCopyCalls_ = 0;
   // After a call on `use`'s windows was posted: its eager ticket, or that it was captured.
   void noteWindowUse(const WindowUse& use, bool captured, uint32_t ticket);
-  // Whether the eager call of `ticket` has completed (device_executor.cpp).
-  bool eagerDone(uint32_t ticket) const;
+  // Boards (device_window.cpp), made at the first call that uses them (collective: every rank
+  // makes that call, with locally registered buffers, as NCCL asks of registered buffers): this
+  // rank's board, the table of the peers' boards mapped here, and their mappings.
+  Result ensureBoards();
+  std::shared_ptr<Memory> board_;
+  std::shared_ptr<Memory> peerBoards_;
+  std::vector<std::shared_ptr<RemoteMemory>> peerBoardMaps_;
+  int peersInProcess_ = -1;  // -1: not asked yet
 };
 
 }  // namespace tessera

@@ -80,6 +80,13 @@ struct DevicePlan {
   uint64_t fingerprint;
 };
 
+// A rank's input and output pointers for one call, as it publishes them on its peers' boards
+// (WorkItem::peerBoards): ranks of one process reach each other's buffers by these pointers.
+struct PeerPointers {
+  char* input;
+  char* output;
+};
+
 // The LL protocol's buffers (ll.hpp): every rank has an inbox with one slot per sender and two
 // parities; a sender writes 8-byte lines (4 bytes of data, 4 bytes of flag = the call's epoch) into
 // its slot of each receiver's inbox, and the receiver polls the flags, so data and signal travel

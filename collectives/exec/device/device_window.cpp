@@ -11,6 +11,11 @@
 // One allGather then says every rank's size and whether it mapped all its peers, so every rank
 // computes the same DeviceWindow::usable and minBytes.
 //
+// Boards (WorkItem::board): where every rank is in this process, buffers registered locally
+// (tsrCommRegister, every rank's in the same call, as NCCL asks of registered buffers) need no
+// mapping, only this call's pointers: each rank's board (one PeerPointers per rank) is mapped by
+// its peers once, at the first such call, and the kernels publish and read the pointers there.
+//
 // Deregistration: one allGather of every rank's verdict (an eager call on the window still in
 // flight refuses it), so that every rank refuses or none does; then each rank clears the window's
 // table (a graph replayed later finds no peer there and fails instead of touching freed memory),
@@ -184,6 +189,61 @@ bool DeviceExecutor::windowsOf(const CollCall& call, WindowUse* out) const {
   // both, at the same offsets (in place, or both in windows), and every rank decides alike.
   return find(call.sendbuf, inBytes, &out->input, &out->inputOffset) &&
          find(call.recvbuf, outBytes, &out->output, &out->outputOffset);
+}
+
+bool DeviceExecutor::peersInProcess() {
+  if (peersInProcess_ < 0) {
+    bool all = true;
+    for (int p = 0; p < options_.nranks && all; ++p) {
+      if (p == options_.rank) continue;
+      TransportKind kind;
+      std::string why;
+      all = options_.transports->selectTransport(p, &kind, &why) == tsrSuccess &&
+            (emulated() ? hostTransportKind(kind) : kind) ==
+                (emulated() ? TransportKind::kInproc : TransportKind::kP2p);
+    }
+    peersInProcess_ = all ? 1 : 0;
+  }
+  return peersInProcess_ == 1;
+}
+
+Result DeviceExecutor::ensureBoards() {
+  const int rank = options_.rank, n = options_.nranks;
+  const size_t un = static_cast<size_t>(n);
+  if (!board_) TSR_CHECK(allocate(un * sizeof(exec::PeerPointers), &board_));
+  Bootstrap& b = options_.transports->bootstrap();
+  const int tag = kEngineTagBase + kTagDeviceWindow;
+  std::string mine;
+  TSR_CHECK(board_->serialize(&mine));
+  peerBoardMaps_.assign(un, nullptr);
+  std::vector<exec::PeerPointers*> table(un, nullptr);
+  for (int p = 0; p < n; ++p) {  // increasing peer order, as windows (see the file comment)
+    if (p == rank) continue;
+    std::shared_ptr<Connection> conn;
+    TSR_CHECK(connection(p, &conn));
+    uint64_t len = mine.size();
+    TSR_CHECK(b.send(p, tag, &len, sizeof len));
+    TSR_CHECK(b.send(p, tag, mine.data(), len));
+    uint64_t theirLen = 0;
+    TSR_CHECK(b.recv(p, tag, &theirLen, sizeof theirLen));
+    if (theirLen == 0 || theirLen > kMaxWindowBlobBytes)
+      return TSR_FAIL(tsrInternalError, "rank %d: rank %d announced a %llu-byte board blob", rank,
+                      p, static_cast<unsigned long long>(theirLen));
+    std::string theirs(theirLen, '\0');
+    TSR_CHECK(b.recv(p, tag, theirs.data(), theirLen));
+    TSR_CHECK(conn->importMemory(theirs, &peerBoardMaps_[static_cast<size_t>(p)]));
+    table[static_cast<size_t>(p)] =
+        static_cast<exec::PeerPointers*>(peerBoardMaps_[static_cast<size_t>(p)]->mapped());
+    if (table[static_cast<size_t>(p)] == nullptr)
+      return TSR_FAIL(tsrInternalError, "rank %d: rank %d's board is not mapped here", rank, p);
+  }
+  TSR_CHECK(allocate(un * sizeof(exec::PeerPointers*), &peerBoards_));
+  TSR_CHECK(upload(peerBoards_->data(), table.data(), un * sizeof(exec::PeerPointers*)));
+  TSR_INFO(
+      "rank %d: boards set up: zero-copy on locally registered buffers of this process's "
+      "ranks",
+      rank);
+  return tsrSuccess;
 }
 
 void DeviceExecutor::noteWindowUse(const WindowUse& use, bool captured, uint32_t ticket) {

@@ -125,6 +125,24 @@ TSR_INLINE bool DeviceItemRunner<Group>::runItem(const WorkItem& item, const Gro
     b.fail(devdetail::kCodeInvalidUsage, kWhyUnsupported, -1);
     return false;
   }
+  if (item.peerBoards != nullptr) {
+    // Publish this call's buffers on the peers' boards (WorkItem::board) before any worker can
+    // signal: the grid barrier's release (or, with one CTA, the CTA barrier and the signal's own
+    // release) orders these stores before every signal of the call.
+    if (cta == 0 && g.leader()) {
+      for (int32_t r = 0; r < P.nranks; ++r) {
+        PeerPointers* const peer = item.peerBoards[r];
+        if (r == P.rank || peer == nullptr) continue;
+        device::storeRelaxed(reinterpret_cast<uint64_t*>(&peer[P.rank].input),
+                             static_cast<uint64_t>(reinterpret_cast<uintptr_t>(item.input)));
+        device::storeRelaxed(reinterpret_cast<uint64_t*>(&peer[P.rank].output),
+                             static_cast<uint64_t>(reinterpret_cast<uintptr_t>(item.output)));
+      }
+    }
+    g.sync();
+    if (!gridBarrier(queue, g, nctas, item.seq, item.callNo, static_cast<int32_t>(cta)))
+      return false;
+  }
   uint32_t pc[kMaxCtaWorkers];
   for (uint64_t it = 0; it < item.iters; ++it) {
     const uint64_t off = it * item.slice;

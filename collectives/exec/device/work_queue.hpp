@@ -57,6 +57,14 @@ struct WorkItem {
   char* const* peerOutput;
   uint64_t peerInputOffset;
   uint64_t peerOutputOffset;
+  // Zero-copy calls on locally registered buffers of ranks of one process (no windows): before
+  // any worker runs, CTA 0 publishes this call's input and output on every peer's board (
+  // peerBoards[r][rank], mapped here), and a grid barrier orders that before the plan's first
+  // signal; a peer reads them after it waited for this rank's signal, from its own `board` (by
+  // rank). The plan's completion waits keep a board entry from being overwritten while a peer
+  // may still read it. nullptr otherwise.
+  PeerPointers* board;
+  PeerPointers* const* peerBoards;
   const DeviceLL* ll;       // kItemLL: the LL inboxes
   const P2PGroupDesc* p2p;  // kItemP2P: the group (in the group ring, or a kernel param)
   uint32_t* doneWord;       // completion: doneValue is stored here (nullptr: none)

@@ -301,6 +301,103 @@ TEST(DeviceWindows, PeersOverUcxStageCallsOnWindows) {
   test::expectAllRanksOk(results);
 }
 
+// Local registrations (tsrCommRegister) where every rank is in this process: no windows, each
+// rank's buffers at an offset of its own (the boards carry each call's pointers), and every call
+// zero-copy; a call outside the registrations staged; deregistration refused while this rank's
+// call is in flight, then accepted; forked processes stage calls on local registrations.
+TEST(DeviceWindows, LocalRegistrationsOfOneProcessRunZeroCopyThroughBoards) {
+  for (int n : {2, 4, 8}) {
+    auto results = test::runTransportRanks(RankMode::kThreads, n, [&](TransportContext& ctx) {
+      std::unique_ptr<CollectiveEngine> e;
+      DevSetup setup;
+      setup.scratchBytes = 16 << 10;
+      TT_CHECK_OK(makeDeviceEngine(ctx, setup, &e));
+      const size_t skew = 256 * static_cast<size_t>(ctx.rank());  // offsets differ by rank
+      WindowBuffer buf(windowBytesFor(n) + skew, false);
+      void* reg = nullptr;
+      TT_CHECK_OK(e->registerDeviceBuffer(buf.data(), buf.size(), &reg));
+      std::string err =
+          everyCollectiveOnWindow(*e, ctx.rank(), n, buf.data() + skew, buf.size() - skew, 23);
+      if (!err.empty()) return err;
+      const uint64_t before = zeroCopyCalls(*e);
+      DevCase c{Collective::kAllReduce, "", tsrFloat32, RedKind::kSum, 20000, 0, false, 9};
+      err = runDeviceCase(*e, ctx.rank(), n, c);
+      if (!err.empty()) return err;
+      TT_CHECK(zeroCopyCalls(*e) == before, "a call outside the registrations ran zero-copy");
+      TT_CHECK_OK(e->deregisterDeviceBuffer(reg));
+      TT_CHECK(e->deregisterDeviceBuffer(reg) == tsrInvalidArgument, "deregistered twice");
+      err = runDeviceCaseIn(*e, ctx.rank(), n, c, buf.data(), buf.size());
+      if (!err.empty()) return "after deregistration: " + err;
+      TT_CHECK(zeroCopyCalls(*e) == before, "a call after deregistration ran zero-copy");
+      return std::string();
+    });
+    test::expectAllRanksOk(results);
+  }
+}
+
+TEST(DeviceWindows, LocalDeregistrationWhileItsCallIsInFlightIsRefused) {
+  auto results = test::runTransportRanks(RankMode::kThreads, 2, [&](TransportContext& ctx) {
+    std::unique_ptr<CollectiveEngine> e;
+    TT_CHECK_OK(makeDeviceEngine(ctx, DevSetup{}, &e));
+    const size_t count = 50000;
+    WindowBuffer buf(count * 4 * 2 + 4096, false);
+    void* reg = nullptr;
+    TT_CHECK_OK(e->registerDeviceBuffer(buf.data(), buf.size(), &reg));
+    auto* in = reinterpret_cast<float*>(buf.data());
+    auto* out = reinterpret_cast<float*>(buf.data() + count * 4);
+    for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(ctx.rank() + 1 + i % 5);
+    CollCall call;
+    call.collective = Collective::kAllReduce;
+    call.count = count;
+    call.dtype = tsrFloat32;
+    (void)redOpBuiltin(tsrSum, &call.op);
+    call.sendbuf = in;
+    call.recvbuf = out;
+    // Once on both ranks first: the boards and the plan are set up with the peer.
+    TT_CHECK_OK(e->enqueue(call, nullptr));
+    TT_CHECK_OK(e->deviceSynchronize());
+    TT_CHECK_OK(ctx.bootstrap().barrier());
+    if (ctx.rank() == 0) {
+      TT_CHECK_OK(e->enqueue(call, nullptr));  // waits for rank 1's call
+      Result r = e->deregisterDeviceBuffer(reg);
+      TT_CHECK(r == tsrInvalidUsage, "deregistration with a call in flight gave %s", resultName(r));
+      TT_CHECK(std::string(lastErrorMessage()).find("in flight") != std::string::npos,
+               "the refusal says: %s", lastErrorMessage());
+    }
+    TT_CHECK_OK(ctx.bootstrap().barrier());
+    if (ctx.rank() == 1) TT_CHECK_OK(e->enqueue(call, nullptr));
+    TT_CHECK_OK(e->deviceSynchronize());
+    TT_CHECK(zeroCopyCalls(*e) == 2, "the calls did not run zero-copy");
+    for (size_t i = 0; i < count; ++i) {
+      const float want = static_cast<float>(3 + 2 * (i % 5));
+      TT_CHECK(out[i] == want, "element %zu is %g, expected %g", i, out[i], want);
+    }
+    TT_CHECK_OK(e->deregisterDeviceBuffer(reg));
+    return std::string();
+  });
+  test::expectAllRanksOk(results);
+}
+
+TEST(DeviceWindows, LocalRegistrationsAcrossProcessesAreStaged) {
+  auto results = test::runTransportRanks(RankMode::kProcesses, 2, [&](TransportContext& ctx) {
+    std::unique_ptr<CollectiveEngine> e;
+    DevSetup setup;
+    setup.timeoutSeconds = 10;
+    TT_CHECK_OK(makeDeviceEngine(ctx, setup, &e));
+    WindowBuffer buf(windowBytesFor(2), true);
+    void* reg = nullptr;
+    TT_CHECK_OK(e->registerDeviceBuffer(buf.data(), buf.size(), &reg));
+    DevCase c{Collective::kAllGather, "", tsrFloat32, RedKind::kSum, 20000, 0, false, 13};
+    std::string err = runDeviceCaseIn(*e, ctx.rank(), 2, c, buf.data(), buf.size());
+    if (!err.empty()) return err;
+    TT_CHECK(zeroCopyCalls(*e) == 0, "a call across processes ran zero-copy through boards");
+    TT_CHECK_OK(e->deregisterDeviceBuffer(reg));
+    TT_CHECK_OK(ctx.bootstrap().barrier());
+    return std::string();
+  });
+  test::expectAllRanksOk(results);
+}
+
 // Launch mode (a grid per call): zero-copy calls on windows, and deregistration after them.
 TEST(DeviceWindows, LaunchMode) {
   test::ScopedEnv launch("TESSERA_LAUNCH", "kernel");
