@@ -1,8 +1,9 @@
 // Windows on the GPU (gpu label): thread ranks sharing GPU 0 register their device buffers with
-// tsrCommWindowRegister (p2p mappings), and all-reduce, all-gather, reduce-scatter and an in-place
-// broadcast on them run zero-copy on the device executor; results against the serial sums; a call
-// outside the windows and a call after deregistration (both staged) give the same; deregistration
-// with a call in flight is refused on every rank. Written without a GPU (it skips here).
+// tsrCommWindowRegister (p2p mappings), and all-reduce, all-gather and reduce-scatter on them run
+// zero-copy on the device executor; results against the serial sums; a call outside the windows
+// and a call after deregistration (both staged) give the same. Local registrations
+// (tsrCommRegister) of the same thread ranks: zero-copy through the boards. Written without a GPU
+// (it skips here).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -94,6 +95,58 @@ void windowsAt(int n) {
       },
       120);
   for (const std::string& f : failures) ADD_FAILURE() << f;
+}
+
+// Local registrations (tsrCommRegister) of ranks of one process: zero-copy through the boards.
+// Buffer 1 holds the input, then the output.
+void localRegistrationsAt(int n) {
+  GpuRanks g;
+  const size_t bytes = 2 * kCount * sizeof(float);
+  ASSERT_EQ(g.init(n, bytes, 2), "");
+  std::mutex mu;
+  std::vector<std::string> failures;
+  auto fail = [&](int r, const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu);
+    failures.push_back("rank " + std::to_string(r) + ": " + why);
+  };
+  std::vector<float> sum(kCount, 0.0f);
+  std::vector<std::vector<float>> inputs(static_cast<size_t>(n), std::vector<float>(kCount));
+  for (int r = 0; r < n; ++r) {
+    fillPattern(inputs[static_cast<size_t>(r)].data(), kCount, tsrFloat32, r, 17);
+    for (size_t i = 0; i < kCount; ++i) sum[i] += inputs[static_cast<size_t>(r)][i];
+  }
+  test::runRanks(
+      n,
+      [&](int r) {
+        if (std::string why = useGpu0(); !why.empty()) return fail(r, why);
+        auto s = static_cast<tsrStream_t>(g.stream(r));
+        tsrComm_t c = g.comm(r);
+        auto* in = static_cast<float*>(g.buffer(r, 1));
+        float* out = in + kCount;
+        void* h = nullptr;
+        if (tsrCommRegister(c, in, bytes, &h) != tsrSuccess)
+          return fail(r, std::string("tsrCommRegister: ") + tsrGetLastError(c));
+        std::string why = toDevice(in, inputs[static_cast<size_t>(r)].data(), kCount * 4, s);
+        for (int round = 0; round < 2 && why.empty(); ++round) {  // the second reuses the boards
+          if (tsrAllReduce(in, out, kCount, tsrFloat32, tsrSum, c, s) != tsrSuccess)
+            why = tsrGetLastError(c);
+          if (why.empty()) why = waitStream(s, 60);
+          std::vector<float> got(kCount);
+          if (why.empty()) why = toHost(got.data(), out, kCount * 4, s);
+          for (size_t i = 0; why.empty() && i < kCount; ++i)
+            if (got[i] != sum[i]) why = "element " + std::to_string(i) + " is wrong";
+        }
+        if (!why.empty()) return fail(r, why);
+        if (tsrCommDeregister(c, h) != tsrSuccess)
+          fail(r, std::string("tsrCommDeregister: ") + tsrGetLastError(c));
+      },
+      120);
+  for (const std::string& f : failures) ADD_FAILURE() << f;
+}
+
+TEST(GpuWindows, LocalRegistrationsOnFourRanks) {
+  TSR_SKIP_WITHOUT_GPU();
+  localRegistrationsAt(4);
 }
 
 TEST(GpuWindows, ZeroCopyCollectivesOnTwoRanks) {
