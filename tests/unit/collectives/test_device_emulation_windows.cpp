@@ -31,7 +31,7 @@ class WindowBuffer {
     if (shared_) {
       if (sharedHostAlloc(bytes, &p_) != tsrSuccess) p_ = nullptr;
     } else {
-      p_ = std::aligned_alloc(4096, bytes);
+      p_ = std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);  // a multiple, as C asks
     }
   }
   ~WindowBuffer() {
