@@ -137,15 +137,37 @@ Result EngineImpl::enqueue(const CollCall& call, void* stream) {
     TSR_CHECK(makeDeviceExecutor());
   }
   // Buffers in windows (same offsets on every rank, the caller's promise): zero-copy plans. Else
-  // buffers registered locally, where every rank is in this process: zero-copy through boards
-  // (every rank passes registered buffers to the same call, NCCL's rule).
+  // buffers registered locally (every rank passes registered buffers to the same call, NCCL's
+  // rule): where every rank is in this process, zero-copy through boards; where the peers map
+  // each other's memory across processes, through boards too once every peer has mapped every
+  // rank's registration (shareLocal: a host exchange per call, so only where the tuner's choice on
+  // them is a zero-copy plan).
   WindowUse windows;
   bool inWindows = device_->windowsOf(call, &windows);
   DeviceRegistration* regs[2] = {nullptr, nullptr};
-  if (!inWindows && !deviceRegistrations_.empty() && locallyRegistered(call, regs) &&
-      device_->peersInProcess()) {
-    windows.board = true;
-    inWindows = true;
+  if (!inWindows && !deviceRegistrations_.empty() && locallyRegistered(call, regs)) {
+    bool maps = false;
+    if (device_->peersInProcess()) {
+      windows.board = true;
+      inWindows = true;
+    } else if (Result r = device_->peersMapEachOther(&maps); r != tsrSuccess) {
+      return poison(r);  // the peers are past the agreement
+    } else if (maps) {
+      std::shared_ptr<const Plan> zc;
+      bool zll = false;
+      TSR_CHECK(devicePlan(call, device_->ctas(), true, &zc, &zll));
+      if (zc && zc->zeroCopy && !zll) {
+        LocalBuffer bufs[2];
+        const void* ptrs[2] = {call.sendbuf, call.recvbuf};
+        for (int k = 0; k < 2; ++k) {
+          if (regs[k] == nullptr) continue;
+          bufs[k] = LocalBuffer{regs[k]->key, regs[k]->base, regs[k]->bytes,
+                                static_cast<uint64_t>(static_cast<const char*>(ptrs[k]) -
+                                                      regs[k]->base)};
+        }
+        TSR_CHECK(device_->shareLocal(callNo, stream, bufs, &windows, &inWindows));
+      }
+    }
   }
   std::shared_ptr<const Plan> plan;
   bool ll = false;
@@ -196,6 +218,7 @@ Result EngineImpl::registerDeviceBuffer(void* ptr, size_t bytes, void** handle) 
                     "rank %d: registerDeviceBuffer(%p, %zu bytes) needs a buffer", rank_, ptr,
                     bytes);
   auto r = std::make_unique<DeviceRegistration>();
+  r->key = nextRegistrationKey_++;
   r->base = static_cast<char*>(ptr);
   r->bytes = bytes;
   *handle = r.get();
@@ -215,6 +238,7 @@ Result EngineImpl::deregisterDeviceBuffer(void* handle) {
                     "rank %d: buffer %p (%zu bytes) was not deregistered: a device call on it is "
                     "still in flight on this rank; synchronize its stream first",
                     rank_, static_cast<void*>(r.base), r.bytes);
+  if (device_) device_->dropLocal(r.key);  // the peers drop their mappings at the next exchange
   deviceRegistrations_.erase(it);
   return tsrSuccess;
 }

@@ -399,12 +399,14 @@ class EngineImpl final : public CollectiveEngine {
   // Local registrations of device buffers (registerDeviceBuffer): the range, and the ticket of
   // the last eager device call that named it (0: none).
   struct DeviceRegistration {
+    uint64_t key = 0;  // never reused (DeviceExecutor::shareLocal names registrations by it)
     char* base = nullptr;
     size_t bytes = 0;
     uint32_t lastTicket = 0;
     bool used = false;
   };
   std::vector<std::unique_ptr<DeviceRegistration>> deviceRegistrations_;
+  uint64_t nextRegistrationKey_ = 1;
   // Both buffers of `call` lie in local device registrations: them, in (input, output).
   bool locallyRegistered(const CollCall& call, DeviceRegistration* out[2]) const;
   Result deviceTransportClasses();

@@ -2,6 +2,8 @@
 // POSIX file descriptors, and cudaMalloc memory exported as legacy IPC handles), ranks on
 // separate GPUs where there are several, and 8 ranks sharing GPU 0 with a few plans' worth of
 // semaphores per pair (their counters share device slabs: descriptors and imports per slab).
+// Through the public API: local registrations (tsrCommRegister) of cudaMalloc memory between
+// forked processes on GPU 0, mapped by the peers over cuda_ipc at their first call.
 //
 // A forked child cannot use CUDA once its parent has initialized it, and asking whether a GPU
 // exists (cudaGetDeviceCount) initializes the driver. So this binary's own process never calls
@@ -14,7 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "core/build_config.hpp"
 #include "core/cuda_driver.hpp"
+#include "tessera/tessera.h"
+#if TESSERA_HAVE_CUDA
+#include <cuda_runtime.h>
+#endif
 #include "gpu_transport_body.hpp"
 #include "support/harness.hpp"
 #include "unit/transport/semaphore_scale.hpp"
@@ -125,6 +132,77 @@ TEST(GpuCudaIpc, EightProcessesManySemaphoresShareSlabs) {
       RankMode::kProcesses, 8, [&](TransportContext& ctx) { return manySemaphores(ctx, scale); },
       options));
 }
+
+#if TESSERA_HAVE_CUDA
+// One forked rank: all-reduce twice on a registered cudaMalloc buffer (input, then output; each
+// rank's buffers at an offset of their own), then once after deregistration (staged); results
+// against the serial sum. 0 on success, else why on stderr and a nonzero code.
+int localRegistrationRank(int r, int n, const tsrUniqueId& id) {
+  auto bad = [&](const char* what, const char* why) {
+    std::fprintf(stderr, "rank %d: %s: %s\n", r, what, why);
+    return 1;
+  };
+  tsrConfig_t config = TSR_CONFIG_INITIALIZER;
+  config.device = 0;
+  tsrComm_t c = nullptr;
+  if (tsrCommInitRankConfig(&c, n, id, r, &config) != tsrSuccess)
+    return bad("tsrCommInitRankConfig", tsrGetLastError(nullptr));
+  constexpr size_t kCount = size_t{1} << 20;
+  const size_t skew = 4096 * static_cast<size_t>(r);
+  const size_t bytes = 2 * kCount * sizeof(float) + skew;
+  char* mem = nullptr;
+  if (cudaMalloc(&mem, bytes) != cudaSuccess) return bad("cudaMalloc", "failed");
+  auto* in = reinterpret_cast<float*>(mem + skew);
+  float* out = in + kCount;
+  std::vector<float> host(kCount), sum(kCount, 0.0f), got(kCount);
+  for (int q = 0; q < n; ++q)
+    for (size_t i = 0; i < kCount; ++i) {
+      const float v = static_cast<float>((q + 1) * 3 + static_cast<int>(i % 101));
+      sum[i] += v;
+      if (q == r) host[i] = v;
+    }
+  if (cudaMemcpy(in, host.data(), kCount * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess)
+    return bad("cudaMemcpy", "to the device");
+  void* h = nullptr;
+  if (tsrCommRegister(c, mem, bytes, &h) != tsrSuccess)
+    return bad("tsrCommRegister", tsrGetLastError(c));
+  for (int round = 0; round < 3; ++round) {  // the second reuses the mappings; the third is staged
+    if (round == 2 && tsrCommDeregister(c, h) != tsrSuccess)
+      return bad("tsrCommDeregister", tsrGetLastError(c));
+    if (cudaMemset(out, 0, kCount * sizeof(float)) != cudaSuccess) return bad("cudaMemset", "");
+    if (tsrAllReduce(in, out, kCount, tsrFloat32, tsrSum, c, nullptr) != tsrSuccess)
+      return bad("tsrAllReduce", tsrGetLastError(c));
+    if (cudaMemcpy(got.data(), out, kCount * sizeof(float), cudaMemcpyDeviceToHost) !=
+        cudaSuccess)
+      return bad("cudaMemcpy", "to the host");
+    for (size_t i = 0; i < kCount; ++i)
+      if (got[i] != sum[i]) {
+        std::fprintf(stderr, "rank %d: round %d: element %zu is %g, expected %g\n", r, round, i,
+                     static_cast<double>(got[i]), static_cast<double>(sum[i]));
+        return 2;
+      }
+  }
+  if (tsrCommDestroy(c) != tsrSuccess) return bad("tsrCommDestroy", tsrGetLastError(nullptr));
+  cudaFree(mem);
+  return 0;
+}
+
+TEST(GpuCudaIpc, LocalRegistrationsBetweenProcesses) {
+  SKIP_WITHOUT_GPU_NO_INIT();
+  for (int n : {2, 4}) {
+    ScopedEnv ifname("TESSERA_SOCKET_IFNAME", "lo");
+    tsrUniqueId id{};
+    {
+      // No root thread in this process while it forks (forkRanks says why): rank 0 starts it.
+      ScopedEnv commId("TESSERA_COMM_ID", loopbackCommId().c_str());
+      ASSERT_EQ(tsrGetUniqueId(&id), tsrSuccess);
+    }
+    std::vector<int> codes =
+        forkRanks(n, [&](int r) { return localRegistrationRank(r, n, id); }, 180);
+    for (int r = 0; r < n; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r;
+  }
+}
+#endif
 
 TEST(GpuCudaIpc, SeparateGpus) {
   SKIP_WITHOUT_GPU_NO_INIT();

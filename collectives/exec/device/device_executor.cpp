@@ -141,6 +141,8 @@ DeviceExecutor::~DeviceExecutor() {
     for (auto& t : retiredTables_) (void)new std::shared_ptr<Memory>(std::move(t));
     for (auto* m : {&board_, &peerBoards_}) (void)new std::shared_ptr<Memory>(std::move(*m));
     for (auto& m : peerBoardMaps_) (void)new std::shared_ptr<RemoteMemory>(std::move(m));
+    for (auto& [key, l] : locals_) (void)l.release();
+    for (auto& [key, m] : imports_) (void)new std::shared_ptr<RemoteMemory>(std::move(m));
     return;
   }
   s.side->quiesce();
@@ -150,6 +152,8 @@ DeviceExecutor::~DeviceExecutor() {
   if (s.resident) residentGridEnded(registryDevice(), options_.ctas);
   s.plans.clear();  // device memory of the plans, windows and boards, while the GPU is current
   windows_.clear();
+  locals_.clear();
+  imports_.clear();
   retiredTables_.clear();
   peerBoardMaps_.clear();
   peerBoards_.reset();
@@ -205,6 +209,11 @@ Result DeviceExecutor::allocate(size_t bytes, std::shared_ptr<Memory>* out) {
   TSR_CHECK(options_.transports->allocate(bytes, emulated() ? MemoryKind::kHost : MemoryKind::kCuda,
                                           out));
   return upload((*out)->data(), nullptr, bytes);  // zeroed: scratch and images start clean
+}
+
+bool DeviceExecutor::capturing(void* stream) {
+  bool c = false;
+  return state_->side->capturing(stream, &c) == tsrSuccess && c;
 }
 
 Result DeviceExecutor::upload(void* dst, const void* src, size_t bytes) {
@@ -302,6 +311,17 @@ Result DeviceExecutor::enqueue(const CollCall& call, const std::shared_ptr<const
     }
     item.board = static_cast<exec::PeerPointers*>(board_->data());
     item.peerBoards = static_cast<exec::PeerPointers* const*>(peerBoards_->data());
+    if (windows->mapped) {  // between processes: publish the buffers as each peer mapped them
+      item.publishMapped = 1;
+      item.peerInput = windows->localInput
+                           ? static_cast<char* const*>(windows->localInput->remote->data())
+                           : nullptr;
+      item.peerInputOffset = windows->inputOffset;
+      item.peerOutput = windows->localOutput
+                            ? static_cast<char* const*>(windows->localOutput->remote->data())
+                            : nullptr;
+      item.peerOutputOffset = windows->outputOffset;
+    }
   } else if (plan->zeroCopy) {
     item.peerInput =
         windows->input ? static_cast<char* const*>(windows->input->table->data()) : nullptr;

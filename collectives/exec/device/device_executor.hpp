@@ -119,15 +119,44 @@ struct DeviceWindow {
   bool captured = false;
 };
 
+// A buffer registered locally (tsrCommRegister) as shared with ranks of other processes
+// (device_window.cpp, DeviceExecutor::shareLocal): this rank's registration of it with the
+// transports, and where every rank mapped it (`remote`, char*[nranks] in memory the kernels read,
+// this rank's own pointer at its rank) once every peer did.
+struct LocalShare {
+  uint64_t key = 0;  // the engine's registration number: never reused
+  char* base = nullptr;
+  size_t bytes = 0;
+  bool exportable = false;  // every peer's connection can map it
+  bool shared = false;      // every peer mapped it: `remote` is filled
+  bool captured = false;    // a captured call named `remote` (kept while the executor lives)
+  std::shared_ptr<Memory> memory;
+  std::shared_ptr<Memory> remote;
+};
+
+// One of a call's buffers on a local registration, as the engine hands it to shareLocal: the
+// registration (key 0: the call does not use this buffer on this rank) and the buffer's offset.
+struct LocalBuffer {
+  uint64_t key = 0;
+  char* base = nullptr;
+  size_t bytes = 0;
+  uint64_t offset = 0;
+};
+
 // How a zero-copy call reaches its peers' buffers, as DeviceExecutor::enqueue takes it: through
 // its windows (symmetric offsets), or (`board`) through the pointers every rank publishes for the
-// call on its peers' boards (ranks of one process, buffers registered locally: WorkItem::board).
+// call on its peers' boards (buffers registered locally: WorkItem::board). On boards between
+// processes (`localInput`/`localOutput` set) each rank publishes its buffers as each peer mapped
+// them (LocalShare::remote plus the offset) rather than its own pointers.
 struct WindowUse {
   const DeviceWindow* input = nullptr;
   uint64_t inputOffset = 0;
   const DeviceWindow* output = nullptr;
   uint64_t outputOffset = 0;
   bool board = false;
+  bool mapped = false;  // boards between processes: localInput / localOutput say what to publish
+  LocalShare* localInput = nullptr;
+  LocalShare* localOutput = nullptr;
 };
 
 class DeviceExecutor {
@@ -158,6 +187,24 @@ class DeviceExecutor {
   // (tsrCommRegister) can then be reached through boards (WindowUse::board). The same answer on
   // every rank.
   bool peersInProcess();
+  // Whether every rank's device connections map every peer's memory (p2p or cuda_ipc on a GPU;
+  // inproc or shm in the emulation), agreed once by an allGather at the first call that asks
+  // (collective: every rank passes registered buffers to that call). Where so and not every peer
+  // is in this process, locally registered buffers are shared per call (shareLocal).
+  Result peersMapEachOther(bool* out);
+  // Buffers registered locally, between processes (device_window.cpp): at a call whose buffers
+  // lie in local registrations on every rank, every rank exchanges with every peer, in increasing
+  // order, the call's number, whether its buffers can be exported to every peer, the
+  // registrations it has dropped since, and the export of each registration no peer has mapped
+  // yet; each rank maps what came and answers where it mapped it. *zeroCopy says, alike on every
+  // rank, whether every rank's buffers are mapped by every peer, and `use` then names them (boards,
+  // `mapped`). A new registration first used under graph capture is refused on every rank.
+  // The exchange is a host round trip with every peer per call (windows need none).
+  Result shareLocal(uint64_t callNo, void* stream, const LocalBuffer bufs[2], WindowUse* use,
+                    bool* zeroCopy);
+  // The engine deregistered local registration `key`: forget it; the peers drop their mappings
+  // at the next exchange.
+  void dropLocal(uint64_t key);
   // Whether the eager call of `ticket` has completed; the ticket of the last eager call posted.
   bool eagerDone(uint32_t ticket) const;
   uint32_t lastTicket() const;
@@ -198,6 +245,8 @@ class DeviceExecutor {
   Result post(exec::WorkItem item, void* stream, const exec::P2PGroupDesc* group = nullptr,
               exec::P2PGroupDesc* groups = nullptr);
   bool emulated() const { return options_.cudaDevice < 0; }
+  // Whether `stream` is being captured into a graph (never in the emulation).
+  bool capturing(void* stream);
   // The device under which the resident grid and held releases are counted (idle_release.hpp).
   int registryDevice() const;
   EngineImpl* engine() const { return options_.engine; }
@@ -234,6 +283,12 @@ class DeviceExecutor {
   std::shared_ptr<Memory> peerBoards_;
   std::vector<std::shared_ptr<RemoteMemory>> peerBoardMaps_;
   int peersInProcess_ = -1;  // -1: not asked yet
+  int peersMap_ = -1;        // peersMapEachOther's answer; -1: not agreed yet
+  // Local registrations between processes (shareLocal): this rank's, by key; the peers' as mapped
+  // here, by (rank, key); the keys dropped since the last exchange.
+  std::map<uint64_t, std::unique_ptr<LocalShare>> locals_;
+  std::map<std::pair<int, uint64_t>, std::shared_ptr<RemoteMemory>> imports_;
+  std::vector<uint64_t> droppedLocals_;
 };
 
 }  // namespace tessera

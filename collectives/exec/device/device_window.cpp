@@ -15,6 +15,9 @@
 // (tsrCommRegister, every rank's in the same call, as NCCL asks of registered buffers) need no
 // mapping, only this call's pointers: each rank's board (one PeerPointers per rank) is mapped by
 // its peers once, at the first such call, and the kernels publish and read the pointers there.
+// Between processes (shareLocal) the pointers published are the buffers as each peer mapped them:
+// at every call on local registrations the ranks exchange, pairwise, what the peers have not
+// mapped yet (each registration's export, once) and what was dropped (DESIGN.md, "Windows").
 //
 // Deregistration: one allGather of every rank's verdict (an eager call on the window still in
 // flight refuses it), so that every rank refuses or none does; then each rank clears the window's
@@ -246,7 +249,241 @@ Result DeviceExecutor::ensureBoards() {
   return tsrSuccess;
 }
 
+Result DeviceExecutor::peersMapEachOther(bool* out) {
+  if (peersMap_ < 0) {
+    const int rank = options_.rank, n = options_.nranks;
+    bool mine = true;
+    for (int p = 0; p < n && mine; ++p) {
+      if (p == rank) continue;
+      TransportKind kind;
+      std::string why;
+      if (options_.transports->selectTransport(p, &kind, &why) != tsrSuccess) {
+        mine = false;
+        break;
+      }
+      if (emulated()) kind = hostTransportKind(kind);
+      mine = kind == TransportKind::kP2p || kind == TransportKind::kCudaIpc ||
+             kind == TransportKind::kInproc || kind == TransportKind::kShm;
+    }
+    // Agreed: a pair that cannot map each other (ucx between hosts, a link forced) makes every
+    // rank stage, not only the two.
+    std::vector<uint8_t> all(static_cast<size_t>(n), 0);
+    all[static_cast<size_t>(rank)] = mine ? 1 : 0;
+    TSR_CHECK(options_.transports->bootstrap().allGather(all.data(), 1));
+    peersMap_ = std::all_of(all.begin(), all.end(), [](uint8_t v) { return v != 0; }) ? 1 : 0;
+  }
+  *out = peersMap_ == 1;
+  return tsrSuccess;
+}
+
+namespace {
+// What each rank sends every peer at a call on local registrations between processes (shareLocal):
+// this header, `dropped` keys, then `fresh` registrations (LocalBlobHeader and the export each).
+struct LocalShareHeader {
+  uint64_t callNo;
+  uint32_t exportable;  // every buffer this rank uses can be mapped by every peer
+  uint32_t capturing;
+  uint32_t dropped;
+  uint32_t fresh;
+};
+struct LocalBlobHeader {
+  uint64_t key;
+  uint64_t bytes;
+};
+constexpr uint32_t kMaxLocalKeys = 1 << 16;
+}  // namespace
+
+Result DeviceExecutor::shareLocal(uint64_t callNo, void* stream, const LocalBuffer bufs[2],
+                                  WindowUse* use, bool* zeroCopy) {
+  const int rank = options_.rank, n = options_.nranks;
+  *zeroCopy = false;
+  Bootstrap& b = options_.transports->bootstrap();
+  const int tag = kEngineTagBase + kTagDeviceWindow;
+  // This rank's side: each buffer's share, registered with the transports at its first call.
+  LocalShare* shares[2] = {nullptr, nullptr};
+  bool exportable = true;
+  for (int k = 0; k < 2; ++k) {
+    if (bufs[k].key == 0) continue;
+    auto& slot = locals_[bufs[k].key];
+    if (!slot) {
+      slot = std::make_unique<LocalShare>();
+      slot->key = bufs[k].key;
+      slot->base = bufs[k].base;
+      slot->bytes = bufs[k].bytes;
+      // Memory the transports cannot register or export to some peer (malloc memory to another
+      // process, a pool's memory) is not exportable: every rank then stages, alike.
+      Result r = options_.transports->registerMemory(
+          slot->base, slot->bytes, emulated() ? MemoryKind::kHost : MemoryKind::kCuda,
+          &slot->memory);
+      slot->exportable = r == tsrSuccess;
+      if (r != tsrSuccess) clearLastError();
+      for (int p = 0; p < n && slot->exportable; ++p) {
+        if (p == rank) continue;
+        std::shared_ptr<Connection> conn;
+        TSR_CHECK(connection(p, &conn));
+        MemoryExport* e = slot->memory->exportOf(conn->kind());
+        slot->exportable = conn->mapsMemory() && e != nullptr && !e->section.empty();
+      }
+    }
+    shares[k] = slot.get();
+    exportable = exportable && slot->exportable;
+  }
+  const bool capturing = this->capturing(stream);
+  // The exports no peer has mapped yet (the same for every peer: a share is all or nothing).
+  std::vector<LocalShare*> fresh;
+  if (exportable)
+    for (LocalShare* l : shares)
+      if (l != nullptr && !l->shared && std::find(fresh.begin(), fresh.end(), l) == fresh.end())
+        fresh.push_back(l);
+  std::string mine;
+  {
+    LocalShareHeader h{callNo, exportable ? 1u : 0u, capturing ? 1u : 0u,
+                       static_cast<uint32_t>(droppedLocals_.size()),
+                       static_cast<uint32_t>(fresh.size())};
+    mine.append(reinterpret_cast<const char*>(&h), sizeof h);
+    mine.append(reinterpret_cast<const char*>(droppedLocals_.data()),
+                droppedLocals_.size() * sizeof(uint64_t));
+    for (LocalShare* l : fresh) {
+      std::string blob;
+      TSR_CHECK(l->memory->serialize(&blob));
+      LocalBlobHeader bh{l->key, blob.size()};
+      mine.append(reinterpret_cast<const char*>(&bh), sizeof bh);
+      mine += blob;
+    }
+  }
+  // From here on a failure leaves the peers out of step (they wait for this rank's messages).
+  auto fail = [&](Result e) { return options_.engine->poison(e); };
+  Result r = tsrSuccess;
+  std::vector<std::string> theirs(static_cast<size_t>(n));
+  bool everyExportable = exportable, anyFresh = !fresh.empty(), anyCapturing = capturing;
+  for (int p = 0; p < n; ++p) {  // increasing peer order, as windows (see the file comment)
+    if (p == rank) continue;
+    uint64_t len = mine.size();
+    if ((r = b.send(p, tag, &len, sizeof len)) != tsrSuccess ||
+        (r = b.send(p, tag, mine.data(), len)) != tsrSuccess)
+      return fail(r);
+    uint64_t theirLen = 0;
+    if ((r = b.recv(p, tag, &theirLen, sizeof theirLen)) != tsrSuccess) return fail(r);
+    if (theirLen < sizeof(LocalShareHeader) || theirLen > 64 * kMaxWindowBlobBytes)
+      return fail(TSR_FAIL(tsrInternalError,
+                           "rank %d: rank %d announced a %llu-byte message for the buffers of call "
+                           "%llu",
+                           rank, p, static_cast<unsigned long long>(theirLen),
+                           static_cast<unsigned long long>(callNo)));
+    std::string& t = theirs[static_cast<size_t>(p)];
+    t.assign(theirLen, '\0');
+    if ((r = b.recv(p, tag, t.data(), theirLen)) != tsrSuccess) return fail(r);
+    LocalShareHeader h;
+    std::memcpy(&h, t.data(), sizeof h);
+    if (h.callNo != callNo)
+      return fail(TSR_FAIL(tsrInvalidUsage,
+                           "rank %d: call %llu is on locally registered buffers here and rank %d "
+                           "is at its call %llu: every rank must pass registered buffers to the "
+                           "same call (as NCCL asks of registered buffers)",
+                           rank, static_cast<unsigned long long>(callNo), p,
+                           static_cast<unsigned long long>(h.callNo)));
+    if (h.dropped > kMaxLocalKeys || h.fresh > 2)
+      return fail(TSR_FAIL(tsrInternalError, "rank %d: rank %d's message names %u dropped and %u "
+                           "new registrations", rank, p, h.dropped, h.fresh));
+    everyExportable = everyExportable && h.exportable != 0;
+    anyFresh = anyFresh || h.fresh != 0;
+    anyCapturing = anyCapturing || h.capturing != 0;
+  }
+  droppedLocals_.clear();
+  // What every rank now knows alike: whether to map, and whether a capture forbids it.
+  const bool go = everyExportable && !(anyFresh && anyCapturing);
+  std::vector<std::vector<uint64_t>> replies(static_cast<size_t>(n));
+  for (int p = 0; p < n; ++p) {
+    if (p == rank) continue;
+    const std::string& t = theirs[static_cast<size_t>(p)];
+    LocalShareHeader h;
+    std::memcpy(&h, t.data(), sizeof h);
+    size_t at = sizeof h;
+    if (at + h.dropped * sizeof(uint64_t) > t.size())
+      return fail(TSR_FAIL(tsrInternalError, "rank %d: rank %d's message is cut short", rank, p));
+    for (uint32_t i = 0; i < h.dropped; ++i, at += sizeof(uint64_t)) {
+      uint64_t key;
+      std::memcpy(&key, t.data() + at, sizeof key);
+      imports_.erase({p, key});
+    }
+    if (!go) continue;
+    for (uint32_t i = 0; i < h.fresh; ++i) {
+      LocalBlobHeader bh;
+      if (at + sizeof bh > t.size()) break;
+      std::memcpy(&bh, t.data() + at, sizeof bh);
+      at += sizeof bh;
+      if (bh.bytes > t.size() - at)
+        return fail(TSR_FAIL(tsrInternalError, "rank %d: rank %d's export is cut short", rank, p));
+      std::shared_ptr<Connection> conn;
+      if ((r = connection(p, &conn)) != tsrSuccess) return fail(r);
+      std::shared_ptr<RemoteMemory> m;
+      if ((r = conn->importMemory(t.substr(at, bh.bytes), &m)) != tsrSuccess) return fail(r);
+      at += bh.bytes;
+      if (m->mapped() == nullptr)
+        return fail(TSR_FAIL(tsrInternalError,
+                             "rank %d: rank %d's registered buffer is not mapped here", rank, p));
+      replies[static_cast<size_t>(p)].push_back(
+          static_cast<uint64_t>(reinterpret_cast<uintptr_t>(m->mapped())));
+      imports_[{p, bh.key}] = std::move(m);
+    }
+    if (replies[static_cast<size_t>(p)].size() != h.fresh)
+      return fail(TSR_FAIL(tsrInternalError, "rank %d: rank %d's message is cut short", rank, p));
+  }
+  if (anyFresh && anyCapturing && everyExportable)
+    return TSR_FAIL(tsrInvalidUsage,
+                    "rank %d: call %llu is being captured into a graph and is the first call on a "
+                    "buffer registered locally (on this rank or a peer) between processes; mapping "
+                    "it on the peers allocates memory, which a capture forbids: make one such call "
+                    "outside the capture first",
+                    rank, static_cast<unsigned long long>(callNo));
+  if (!go) return tsrSuccess;  // staged, on every rank
+  // Where each peer mapped this rank's new registrations: answers, in the same order.
+  std::vector<std::vector<char*>> remote(fresh.size(), std::vector<char*>(static_cast<size_t>(n)));
+  for (size_t i = 0; i < fresh.size(); ++i) remote[i][static_cast<size_t>(rank)] = fresh[i]->base;
+  for (int p = 0; p < n; ++p) {
+    if (p == rank) continue;
+    const auto& rep = replies[static_cast<size_t>(p)];
+    if (!rep.empty() &&
+        (r = b.send(p, tag, rep.data(), rep.size() * sizeof(uint64_t))) != tsrSuccess)
+      return fail(r);
+    if (fresh.empty()) continue;
+    std::vector<uint64_t> got(fresh.size());
+    if ((r = b.recv(p, tag, got.data(), got.size() * sizeof(uint64_t))) != tsrSuccess)
+      return fail(r);
+    for (size_t i = 0; i < fresh.size(); ++i)
+      remote[i][static_cast<size_t>(p)] = reinterpret_cast<char*>(static_cast<uintptr_t>(got[i]));
+  }
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    LocalShare& l = *fresh[i];
+    if ((r = allocate(static_cast<size_t>(n) * sizeof(char*), &l.remote)) != tsrSuccess ||
+        (r = upload(l.remote->data(), remote[i].data(), remote[i].size() * sizeof(char*))) !=
+            tsrSuccess)
+      return fail(r);
+    l.shared = true;
+  }
+  *use = WindowUse{};
+  use->board = true;
+  use->mapped = true;
+  use->localInput = shares[0];
+  use->inputOffset = bufs[0].offset;
+  use->localOutput = shares[1];
+  use->outputOffset = bufs[1].offset;
+  *zeroCopy = true;
+  return tsrSuccess;
+}
+
+void DeviceExecutor::dropLocal(uint64_t key) {
+  auto it = locals_.find(key);
+  if (it == locals_.end()) return;
+  if (it->second->shared) droppedLocals_.push_back(key);
+  if (it->second->captured && it->second->remote) retiredTables_.push_back(it->second->remote);
+  locals_.erase(it);
+}
+
 void DeviceExecutor::noteWindowUse(const WindowUse& use, bool captured, uint32_t ticket) {
+  if (captured)
+    for (LocalShare* l : {use.localInput, use.localOutput})
+      if (l != nullptr) l->captured = true;
   for (const DeviceWindow* c : {use.input, use.output}) {
     if (c == nullptr) continue;
     auto* w = const_cast<DeviceWindow*>(c);  // the executor's own (windows_)

@@ -133,10 +133,20 @@ TSR_INLINE bool DeviceItemRunner<Group>::runItem(const WorkItem& item, const Gro
       for (int32_t r = 0; r < P.nranks; ++r) {
         PeerPointers* const peer = item.peerBoards[r];
         if (r == P.rank || peer == nullptr) continue;
-        device::storeRelaxed(reinterpret_cast<uint64_t*>(&peer[P.rank].input),
-                             static_cast<uint64_t>(reinterpret_cast<uintptr_t>(item.input)));
-        device::storeRelaxed(reinterpret_cast<uint64_t*>(&peer[P.rank].output),
-                             static_cast<uint64_t>(reinterpret_cast<uintptr_t>(item.output)));
+        auto in = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(item.input));
+        auto out = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(item.output));
+        if (item.publishMapped) {  // between processes: this rank's buffers as rank r maps them
+          in = item.peerInput == nullptr || item.peerInput[r] == nullptr
+                   ? 0
+                   : static_cast<uint64_t>(reinterpret_cast<uintptr_t>(item.peerInput[r])) +
+                         item.peerInputOffset;
+          out = item.peerOutput == nullptr || item.peerOutput[r] == nullptr
+                    ? 0
+                    : static_cast<uint64_t>(reinterpret_cast<uintptr_t>(item.peerOutput[r])) +
+                          item.peerOutputOffset;
+        }
+        device::storeRelaxed(reinterpret_cast<uint64_t*>(&peer[P.rank].input), in);
+        device::storeRelaxed(reinterpret_cast<uint64_t*>(&peer[P.rank].output), out);
       }
     }
     g.sync();

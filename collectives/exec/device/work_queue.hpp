@@ -62,7 +62,9 @@ struct WorkItem {
   // peerBoards[r][rank], mapped here), and a grid barrier orders that before the plan's first
   // signal; a peer reads them after it waited for this rank's signal, from its own `board` (by
   // rank). The plan's completion waits keep a board entry from being overwritten while a peer
-  // may still read it. nullptr otherwise.
+  // may still read it. nullptr otherwise. Between processes (`publishMapped`), what CTA 0
+  // publishes on peer r's board is this rank's buffer as r mapped it: peerInput[r] +
+  // peerInputOffset (and the output alike; nullptr for a buffer this rank does not use).
   PeerPointers* board;
   PeerPointers* const* peerBoards;
   const DeviceLL* ll;       // kItemLL: the LL inboxes
@@ -81,7 +83,8 @@ struct WorkItem {
   uint8_t redKind;     // RedKind
   uint8_t preOp;       // input sources take the premulsum pre-op
   uint8_t postAvg;     // after each iteration, this rank's output of it is divided by nranks
-  uint8_t pad[2];
+  uint8_t publishMapped;  // boards between processes (see `board`)
+  uint8_t pad;
   // Written by postItem: the item's sequence number, then ready = seq + 1 (release) last.
   uint64_t seq;
   uint64_t ready;

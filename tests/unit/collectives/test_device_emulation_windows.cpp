@@ -276,7 +276,8 @@ TEST(DeviceWindows, ProcessesMapSharedWindowsAndStageOthers) {
 }
 
 // Over ucx every peer is reached through port channels, which map no memory: windows register
-// (every rank agrees they are not usable) and calls on them are staged, and right.
+// (every rank agrees they are not usable) and calls on them are staged, and right; so are calls
+// on local registrations.
 TEST(DeviceWindows, PeersOverUcxStageCallsOnWindows) {
   std::string why;
   if (!transportBuilt(TransportKind::kUcx, &why)) GTEST_SKIP() << "ucx: " << why;
@@ -295,6 +296,13 @@ TEST(DeviceWindows, PeersOverUcxStageCallsOnWindows) {
     if (!err.empty()) return err;
     TT_CHECK(zeroCopyCalls(*e) == 0, "a call ran zero-copy over port channels");
     TT_CHECK_OK(e->deregisterWindow(win));
+    // A local registration of the same memory: no peer maps it over ucx, staged alike.
+    void* reg = nullptr;
+    TT_CHECK_OK(e->registerDeviceBuffer(buf.data(), buf.size(), &reg));
+    err = runDeviceCaseIn(*e, ctx.rank(), 2, c, buf.data(), buf.size());
+    if (!err.empty()) return "local registration: " + err;
+    TT_CHECK(zeroCopyCalls(*e) == 0, "a call on a local registration ran zero-copy over ucx");
+    TT_CHECK_OK(e->deregisterDeviceBuffer(reg));
     TT_CHECK_OK(ctx.bootstrap().barrier());
     return std::string();
   });
@@ -378,24 +386,63 @@ TEST(DeviceWindows, LocalDeregistrationWhileItsCallIsInFlightIsRefused) {
   test::expectAllRanksOk(results);
 }
 
-TEST(DeviceWindows, LocalRegistrationsAcrossProcessesAreStaged) {
-  auto results = test::runTransportRanks(RankMode::kProcesses, 2, [&](TransportContext& ctx) {
-    std::unique_ptr<CollectiveEngine> e;
-    DevSetup setup;
-    setup.timeoutSeconds = 10;
-    TT_CHECK_OK(makeDeviceEngine(ctx, setup, &e));
-    WindowBuffer buf(windowBytesFor(2), true);
-    void* reg = nullptr;
-    TT_CHECK_OK(e->registerDeviceBuffer(buf.data(), buf.size(), &reg));
-    DevCase c{Collective::kAllGather, "", tsrFloat32, RedKind::kSum, 20000, 0, false, 13};
-    std::string err = runDeviceCaseIn(*e, ctx.rank(), 2, c, buf.data(), buf.size());
-    if (!err.empty()) return err;
-    TT_CHECK(zeroCopyCalls(*e) == 0, "a call across processes ran zero-copy through boards");
-    TT_CHECK_OK(e->deregisterDeviceBuffer(reg));
-    TT_CHECK_OK(ctx.bootstrap().barrier());
-    return std::string();
-  });
-  test::expectAllRanksOk(results);
+// Local registrations between forked processes (shm): where every rank's buffers can be mapped by
+// every peer (memory the processes share, as tsrMemAlloc's), each call exchanges the new
+// registrations' exports and the calls run zero-copy through the boards, each rank's buffers at an
+// offset of its own; a second registration is shared at its first call, a deregistered one is
+// dropped by the peers; malloc memory (which another process cannot map) is staged on every rank.
+// The layouts: 2 and 4 processes of one rank, and 2 processes of 2 thread ranks (inproc within a
+// process, shm between them).
+TEST(DeviceWindows, LocalRegistrationsAcrossProcessesRunZeroCopyWhereThePeersMapThem) {
+  for (int layout : {2, 4, -2}) {
+    const int n = layout > 0 ? layout : 4;
+    auto body = [&](TransportContext& ctx) {
+      std::unique_ptr<CollectiveEngine> e;
+      DevSetup setup;
+      setup.timeoutSeconds = 10;
+      setup.scratchBytes = 16 << 10;
+      TT_CHECK_OK(makeDeviceEngine(ctx, setup, &e));
+      const size_t skew = 512 * static_cast<size_t>(ctx.rank());  // offsets differ by rank
+      WindowBuffer buf(windowBytesFor(n) + skew, true);
+      TT_CHECK(buf.data() != nullptr, "no shared memory");
+      void* reg = nullptr;
+      TT_CHECK_OK(e->registerDeviceBuffer(buf.data(), buf.size(), &reg));
+      std::string err =
+          everyCollectiveOnWindow(*e, ctx.rank(), n, buf.data() + skew, buf.size() - skew, 20);
+      if (!err.empty()) return "first registration: " + err;
+      // A second registration, first used now; then the first one dropped, and the second still
+      // zero-copy after the peers heard of the drop.
+      WindowBuffer other(windowBytesFor(n), true);
+      TT_CHECK(other.data() != nullptr, "no shared memory");
+      void* reg2 = nullptr;
+      TT_CHECK_OK(e->registerDeviceBuffer(other.data(), other.size(), &reg2));
+      uint64_t before = zeroCopyCalls(*e);
+      DevCase c{Collective::kAllReduce, "", tsrFloat32, RedKind::kSum, 20000, 0, false, 61};
+      err = runDeviceCaseIn(*e, ctx.rank(), n, c, other.data(), other.size());
+      if (!err.empty()) return "second registration: " + err;
+      TT_CHECK_OK(e->deregisterDeviceBuffer(reg));
+      DevCase g{Collective::kAllGather, "", tsrFloat32, RedKind::kSum, 5000, 0, false, 62};
+      err = runDeviceCaseIn(*e, ctx.rank(), n, g, other.data(), other.size());
+      if (!err.empty()) return "after dropping the first: " + err;
+      TT_CHECK(zeroCopyCalls(*e) - before == 2, "%llu of 2 calls on the second registration ran "
+               "zero-copy", static_cast<unsigned long long>(zeroCopyCalls(*e) - before));
+      TT_CHECK_OK(e->deregisterDeviceBuffer(reg2));
+      // Malloc memory: registered locally, but no peer can map it: staged, and right.
+      WindowBuffer priv(windowBytesFor(n), false);
+      void* reg3 = nullptr;
+      TT_CHECK_OK(e->registerDeviceBuffer(priv.data(), priv.size(), &reg3));
+      before = zeroCopyCalls(*e);
+      err = runDeviceCaseIn(*e, ctx.rank(), n, c, priv.data(), priv.size());
+      if (!err.empty()) return "malloc: " + err;
+      TT_CHECK(zeroCopyCalls(*e) == before, "a call on malloc memory ran zero-copy across "
+               "processes");
+      TT_CHECK_OK(e->deregisterDeviceBuffer(reg3));
+      TT_CHECK_OK(ctx.bootstrap().barrier());
+      return std::string();
+    };
+    test::expectAllRanksOk(layout > 0 ? test::runTransportRanks(RankMode::kProcesses, n, body)
+                                      : exectest::runMixedRanks(2, 2, body, 60));
+  }
 }
 
 // Launch mode (a grid per call): zero-copy calls on windows, and deregistration after them.
