@@ -1,11 +1,13 @@
 #include "comm/group.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <new>
 #include <string>
 #include <thread>
 
 #include "comm/comm_impl.hpp"
+#include "core/datatype.hpp"
 
 namespace tessera {
 namespace {
@@ -31,8 +33,42 @@ struct CommBatch {
   std::string error;  // the sentence of a failed start (it may happen on another thread)
 };
 
+// Sends and receives on host buffers whose peer is this rank, with nothing else of the
+// communicator in the group: copied here, the k-th send into the k-th receive, without the
+// engine. Making the engine is collective (its transports agree on an id), and a rank whose only
+// calls are to itself must not start it alone: its peers may have nothing in this group (a rank
+// calls only what concerns it, NCCL's rule; a send of 0 elements is no call at all).
+bool selfOnly(const CommBatch& b) {
+  if (!b.colls.empty() || !b.devP2p.empty() || b.p2p.empty()) return false;
+  const int rank = b.comm->rank();
+  return std::all_of(b.p2p.begin(), b.p2p.end(), [&](const P2PCall& c) { return c.peer == rank; });
+}
+
+Result copyToSelf(const CommBatch& b) {
+  std::vector<const P2PCall*> sends, recvs;
+  for (const P2PCall& c : b.p2p) (c.isSend ? sends : recvs).push_back(&c);
+  if (sends.size() != recvs.size())
+    return TSR_FAIL(tsrInvalidUsage,
+                    "a group has %zu sends to self and %zu receives from self; each send to self "
+                    "needs its receive in the same group",
+                    sends.size(), recvs.size());
+  for (size_t i = 0; i < sends.size(); ++i) {
+    const size_t sb = sends[i]->count * dtypeSize(sends[i]->dtype);
+    const size_t rb = recvs[i]->count * dtypeSize(recvs[i]->dtype);
+    if (sb != rb)
+      return TSR_FAIL(tsrInvalidUsage,
+                      "send to self #%zu has %zu bytes but its receive has %zu", i, sb, rb);
+  }
+  for (size_t i = 0; i < sends.size(); ++i)
+    if (sends[i]->sendbuf != recvs[i]->recvbuf)
+      std::memmove(recvs[i]->recvbuf, sends[i]->sendbuf,
+                   sends[i]->count * dtypeSize(sends[i]->dtype));
+  return tsrSuccess;
+}
+
 // Starts one communicator's calls; the engine's one-time setup of a plan may block on peers.
 Result startBatch(CommBatch& b) {
+  if (selfOnly(b)) return copyToSelf(b);
   CollectiveEngine* engine = nullptr;
   TSR_CHECK(b.comm->collectives(&engine));
   for (const PendingCall* c : b.colls) {

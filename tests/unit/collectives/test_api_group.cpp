@@ -92,6 +92,44 @@ TEST(ApiGroup, SendToSelfAndToPeersInOneGroup) {
   }
 }
 
+// A rank whose first calls on a communicator are a send and a receive to itself, while its peer
+// calls nothing (crosscheck seed 477692944808: rank p sends count + p % 3 elements, so rank 0's
+// count was 0): the copy completes at once on that rank alone, without the engine's collective
+// setup that the peer never joins; a mismatched pair is refused with a sentence. The
+// communicator then still serves a collective on both ranks.
+TEST(ApiGroup, SendToSelfAloneNeedsNoPeer) {
+  setTestEnvironment();
+  ThreadComms comms(2);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  std::vector<int32_t> out = iota(5, 7), in(5, -1);
+  const auto t0 = Clock::now();
+  tsrGroupStart();
+  ASSERT_EQ(tsrSend(out.data(), 5, tsrInt32, 1, comms[1], nullptr), tsrSuccess);
+  ASSERT_EQ(tsrRecv(in.data(), 5, tsrInt32, 1, comms[1], nullptr), tsrSuccess);
+  ASSERT_EQ(tsrGroupEnd(), tsrSuccess) << tsrGetLastError(nullptr);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 5.0);
+  EXPECT_EQ(in, out);
+  tsrGroupStart();
+  ASSERT_EQ(tsrSend(out.data(), 5, tsrInt32, 1, comms[1], nullptr), tsrSuccess);
+  ASSERT_EQ(tsrRecv(in.data(), 4, tsrInt32, 1, comms[1], nullptr), tsrSuccess);
+  EXPECT_EQ(tsrGroupEnd(), tsrInvalidUsage);
+  EXPECT_NE(std::string(tsrGetLastError(nullptr)).find("send to self #0 has 20 bytes"),
+            std::string::npos)
+      << tsrGetLastError(nullptr);
+  std::vector<std::string> errors(2);
+  std::vector<std::vector<int32_t>> sums(2, std::vector<int32_t>(3, 0));
+  test::runRanks(2, [&](int r) {
+    std::vector<int32_t> mine = iota(3, r);
+    if (tsrAllReduce(mine.data(), sums[static_cast<size_t>(r)].data(), 3, tsrInt32, tsrSum,
+                     comms[r], nullptr) != tsrSuccess)
+      errors[static_cast<size_t>(r)] = tsrGetLastError(nullptr);
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(errors[static_cast<size_t>(r)], "") << "rank " << r;
+    EXPECT_EQ(sums[static_cast<size_t>(r)], (std::vector<int32_t>{1, 3, 5})) << "rank " << r;
+  }
+}
+
 // Outside a group a send returns once its receive took the data.
 TEST(ApiGroup, BlockingSendAndRecvOutsideAGroup) {
   setTestEnvironment();
