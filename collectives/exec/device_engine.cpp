@@ -161,9 +161,9 @@ Result EngineImpl::enqueue(const CollCall& call, void* stream) {
         const void* ptrs[2] = {call.sendbuf, call.recvbuf};
         for (int k = 0; k < 2; ++k) {
           if (regs[k] == nullptr) continue;
-          bufs[k] = LocalBuffer{regs[k]->key, regs[k]->base, regs[k]->bytes,
-                                static_cast<uint64_t>(static_cast<const char*>(ptrs[k]) -
-                                                      regs[k]->base)};
+          bufs[k] =
+              LocalBuffer{regs[k]->key, regs[k]->base, regs[k]->bytes,
+                          static_cast<uint64_t>(static_cast<const char*>(ptrs[k]) - regs[k]->base)};
         }
         TSR_CHECK(device_->shareLocal(callNo, stream, bufs, &windows, &inWindows));
       }

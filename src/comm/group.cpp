@@ -56,8 +56,8 @@ Result copyToSelf(const CommBatch& b) {
     const size_t sb = sends[i]->count * dtypeSize(sends[i]->dtype);
     const size_t rb = recvs[i]->count * dtypeSize(recvs[i]->dtype);
     if (sb != rb)
-      return TSR_FAIL(tsrInvalidUsage,
-                      "send to self #%zu has %zu bytes but its receive has %zu", i, sb, rb);
+      return TSR_FAIL(tsrInvalidUsage, "send to self #%zu has %zu bytes but its receive has %zu", i,
+                      sb, rb);
   }
   for (size_t i = 0; i < sends.size(); ++i)
     if (sends[i]->sendbuf != recvs[i]->recvbuf)

@@ -172,8 +172,7 @@ int localRegistrationRank(int r, int n, const tsrUniqueId& id) {
     if (cudaMemset(out, 0, kCount * sizeof(float)) != cudaSuccess) return bad("cudaMemset", "");
     if (tsrAllReduce(in, out, kCount, tsrFloat32, tsrSum, c, nullptr) != tsrSuccess)
       return bad("tsrAllReduce", tsrGetLastError(c));
-    if (cudaMemcpy(got.data(), out, kCount * sizeof(float), cudaMemcpyDeviceToHost) !=
-        cudaSuccess)
+    if (cudaMemcpy(got.data(), out, kCount * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)
       return bad("cudaMemcpy", "to the host");
     for (size_t i = 0; i < kCount; ++i)
       if (got[i] != sum[i]) {
@@ -197,8 +196,8 @@ TEST(GpuCudaIpc, LocalRegistrationsBetweenProcesses) {
       ScopedEnv commId("TESSERA_COMM_ID", loopbackCommId().c_str());
       ASSERT_EQ(tsrGetUniqueId(&id), tsrSuccess);
     }
-    std::vector<int> codes =
-        forkRanks(n, [&](int r) { return localRegistrationRank(r, n, id); }, 180);
+    std::vector<int> codes = forkRanks(
+        n, [&](int r) { return localRegistrationRank(r, n, id); }, 180);
     for (int r = 0; r < n; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r;
   }
 }

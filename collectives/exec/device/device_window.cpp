@@ -383,8 +383,10 @@ Result DeviceExecutor::shareLocal(uint64_t callNo, void* stream, const LocalBuff
                            rank, static_cast<unsigned long long>(callNo), p,
                            static_cast<unsigned long long>(h.callNo)));
     if (h.dropped > kMaxLocalKeys || h.fresh > 2)
-      return fail(TSR_FAIL(tsrInternalError, "rank %d: rank %d's message names %u dropped and %u "
-                           "new registrations", rank, p, h.dropped, h.fresh));
+      return fail(TSR_FAIL(tsrInternalError,
+                           "rank %d: rank %d's message names %u dropped and %u "
+                           "new registrations",
+                           rank, p, h.dropped, h.fresh));
     everyExportable = everyExportable && h.exportable != 0;
     anyFresh = anyFresh || h.fresh != 0;
     anyCapturing = anyCapturing || h.capturing != 0;

@@ -76,13 +76,13 @@ struct WorkItem {
   uint64_t callNo;          // the engine's call number (error reports)
   uint64_t scalarBits;      // premulsum: the RedCompute<T> scalar's bytes, little end first
   uint32_t doneValue;
-  int32_t root;        // rooted collectives (kItemLL)
-  uint8_t kind;        // kItemRun, kItemStop, kItemLL, kItemP2P
-  uint8_t collective;  // Collective (kItemLL)
-  uint8_t dtype;       // tsrDataType_t
-  uint8_t redKind;     // RedKind
-  uint8_t preOp;       // input sources take the premulsum pre-op
-  uint8_t postAvg;     // after each iteration, this rank's output of it is divided by nranks
+  int32_t root;           // rooted collectives (kItemLL)
+  uint8_t kind;           // kItemRun, kItemStop, kItemLL, kItemP2P
+  uint8_t collective;     // Collective (kItemLL)
+  uint8_t dtype;          // tsrDataType_t
+  uint8_t redKind;        // RedKind
+  uint8_t preOp;          // input sources take the premulsum pre-op
+  uint8_t postAvg;        // after each iteration, this rank's output of it is divided by nranks
   uint8_t publishMapped;  // boards between processes (see `board`)
   uint8_t pad;
   // Written by postItem: the item's sequence number, then ready = seq + 1 (release) last.

@@ -424,8 +424,10 @@ TEST(DeviceWindows, LocalRegistrationsAcrossProcessesRunZeroCopyWhereThePeersMap
       DevCase g{Collective::kAllGather, "", tsrFloat32, RedKind::kSum, 5000, 0, false, 62};
       err = runDeviceCaseIn(*e, ctx.rank(), n, g, other.data(), other.size());
       if (!err.empty()) return "after dropping the first: " + err;
-      TT_CHECK(zeroCopyCalls(*e) - before == 2, "%llu of 2 calls on the second registration ran "
-               "zero-copy", static_cast<unsigned long long>(zeroCopyCalls(*e) - before));
+      TT_CHECK(zeroCopyCalls(*e) - before == 2,
+               "%llu of 2 calls on the second registration ran "
+               "zero-copy",
+               static_cast<unsigned long long>(zeroCopyCalls(*e) - before));
       TT_CHECK_OK(e->deregisterDeviceBuffer(reg2));
       // Malloc memory: registered locally, but no peer can map it: staged, and right.
       WindowBuffer priv(windowBytesFor(n), false);
@@ -434,7 +436,8 @@ TEST(DeviceWindows, LocalRegistrationsAcrossProcessesRunZeroCopyWhereThePeersMap
       before = zeroCopyCalls(*e);
       err = runDeviceCaseIn(*e, ctx.rank(), n, c, priv.data(), priv.size());
       if (!err.empty()) return "malloc: " + err;
-      TT_CHECK(zeroCopyCalls(*e) == before, "a call on malloc memory ran zero-copy across "
+      TT_CHECK(zeroCopyCalls(*e) == before,
+               "a call on malloc memory ran zero-copy across "
                "processes");
       TT_CHECK_OK(e->deregisterDeviceBuffer(reg3));
       TT_CHECK_OK(ctx.bootstrap().barrier());
