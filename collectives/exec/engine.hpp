@@ -65,6 +65,14 @@ struct P2PCall {
 // it.
 bool callInPlace(const CollCall& call, int rank);
 
+// The sends of a group to `rank` itself and its receives from itself, in call order: the k-th
+// send goes into the k-th receive. Fails with a sentence where a peer is not one of `nranks`
+// ranks, or the sends and receives to self differ in number or a pair in bytes. The one check of
+// it: the engine admits every group with it, and src/comm copies a group of calls to self alone
+// by it. `sends` and `recvs` may be null.
+Result pairCallsToSelf(int rank, int nranks, const std::vector<P2PCall>& calls,
+                       std::vector<const P2PCall*>* sends, std::vector<const P2PCall*>* recvs);
+
 class Operation {
  public:
   virtual ~Operation() = default;

@@ -25,6 +25,33 @@ bool callInPlace(const CollCall& c, int rank) {
   }
 }
 
+Result pairCallsToSelf(int rank, int nranks, const std::vector<P2PCall>& calls,
+                       std::vector<const P2PCall*>* sends, std::vector<const P2PCall*>* recvs) {
+  std::vector<const P2PCall*> toSelf, fromSelf;
+  for (const P2PCall& c : calls) {
+    if (c.peer < 0 || c.peer >= nranks)
+      return TSR_FAIL(tsrInvalidArgument, "rank %d: %s peer %d is not a rank of %d", rank,
+                      c.isSend ? "send to" : "receive from", c.peer, nranks);
+    if (c.peer == rank) (c.isSend ? toSelf : fromSelf).push_back(&c);
+  }
+  if (toSelf.size() != fromSelf.size())
+    return TSR_FAIL(tsrInvalidUsage,
+                    "rank %d: a group has %zu sends to self and %zu receives from self; each send "
+                    "to self needs its receive in the same group",
+                    rank, toSelf.size(), fromSelf.size());
+  for (size_t i = 0; i < toSelf.size(); ++i) {
+    const size_t sb = toSelf[i]->count * dtypeSize(toSelf[i]->dtype);
+    const size_t rb = fromSelf[i]->count * dtypeSize(fromSelf[i]->dtype);
+    if (sb != rb)
+      return TSR_FAIL(tsrInvalidUsage,
+                      "rank %d: send to self #%zu has %zu bytes but its receive has %zu", rank, i,
+                      sb, rb);
+  }
+  if (sends != nullptr) *sends = std::move(toSelf);
+  if (recvs != nullptr) *recvs = std::move(fromSelf);
+  return tsrSuccess;
+}
+
 Result Planner::init(int rank, int nranks, std::vector<int> hostOf) {
   rank_ = rank;
   nranks_ = nranks;
@@ -43,24 +70,7 @@ Result Planner::admit(const CollCall& call, uint64_t callNo) const {
 }
 
 Result Planner::admitP2P(const std::vector<P2PCall>& calls) const {
-  std::vector<size_t> selfSends, selfRecvs;
-  for (const P2PCall& c : calls) {
-    if (c.peer < 0 || c.peer >= nranks_)
-      return TSR_FAIL(tsrInvalidArgument, "rank %d: %s peer %d is not a rank of %d", rank_,
-                      c.isSend ? "send to" : "receive from", c.peer, nranks_);
-    if (c.peer == rank_) (c.isSend ? selfSends : selfRecvs).push_back(c.count * dtypeSize(c.dtype));
-  }
-  if (selfSends.size() != selfRecvs.size())
-    return TSR_FAIL(tsrInvalidUsage,
-                    "rank %d: a group has %zu sends to self and %zu receives from self; each send "
-                    "to self needs its receive in the same group",
-                    rank_, selfSends.size(), selfRecvs.size());
-  for (size_t i = 0; i < selfSends.size(); ++i)
-    if (selfSends[i] != selfRecvs[i])
-      return TSR_FAIL(tsrInvalidUsage,
-                      "rank %d: send to self #%zu has %zu bytes but its receive has %zu", rank_, i,
-                      selfSends[i], selfRecvs[i]);
-  return tsrSuccess;
+  return pairCallsToSelf(rank_, nranks_, calls, nullptr, nullptr);
 }
 
 Result Planner::givenPlan(const CollCall& call) {

@@ -46,19 +46,7 @@ bool selfOnly(const CommBatch& b) {
 
 Result copyToSelf(const CommBatch& b) {
   std::vector<const P2PCall*> sends, recvs;
-  for (const P2PCall& c : b.p2p) (c.isSend ? sends : recvs).push_back(&c);
-  if (sends.size() != recvs.size())
-    return TSR_FAIL(tsrInvalidUsage,
-                    "a group has %zu sends to self and %zu receives from self; each send to self "
-                    "needs its receive in the same group",
-                    sends.size(), recvs.size());
-  for (size_t i = 0; i < sends.size(); ++i) {
-    const size_t sb = sends[i]->count * dtypeSize(sends[i]->dtype);
-    const size_t rb = recvs[i]->count * dtypeSize(recvs[i]->dtype);
-    if (sb != rb)
-      return TSR_FAIL(tsrInvalidUsage, "send to self #%zu has %zu bytes but its receive has %zu", i,
-                      sb, rb);
-  }
+  TSR_CHECK(pairCallsToSelf(b.comm->rank(), b.comm->nranks(), b.p2p, &sends, &recvs));
   for (size_t i = 0; i < sends.size(); ++i)
     if (sends[i]->sendbuf != recvs[i]->recvbuf)
       std::memmove(recvs[i]->recvbuf, sends[i]->sendbuf,
