@@ -32,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -182,6 +183,9 @@ class DeviceExecutor {
   // Whether the buffers `call` uses on this rank lie in usable windows, within every rank's
   // window; the windows and offsets in *out when so.
   bool windowsOf(const CollCall& call, WindowUse* out) const;
+  // Whether this rank's connection to every peer goes over one of `accepted` (in the emulation,
+  // the host transport standing in for the device one: hostTransportKind).
+  bool everyPeerOver(std::initializer_list<TransportKind> accepted);
   // Whether every peer is a rank of this process (reached by p2p on a GPU, inproc in the
   // emulation), so that a buffer's pointer is valid on every rank: buffers registered locally
   // (tsrCommRegister) can then be reached through boards (WindowUse::board). The same answer on

@@ -194,19 +194,21 @@ bool DeviceExecutor::windowsOf(const CollCall& call, WindowUse* out) const {
          find(call.recvbuf, outBytes, &out->output, &out->outputOffset);
 }
 
-bool DeviceExecutor::peersInProcess() {
-  if (peersInProcess_ < 0) {
-    bool all = true;
-    for (int p = 0; p < options_.nranks && all; ++p) {
-      if (p == options_.rank) continue;
-      TransportKind kind;
-      std::string why;
-      all = options_.transports->selectTransport(p, &kind, &why) == tsrSuccess &&
-            (emulated() ? hostTransportKind(kind) : kind) ==
-                (emulated() ? TransportKind::kInproc : TransportKind::kP2p);
-    }
-    peersInProcess_ = all ? 1 : 0;
+bool DeviceExecutor::everyPeerOver(std::initializer_list<TransportKind> accepted) {
+  for (int p = 0; p < options_.nranks; ++p) {
+    if (p == options_.rank) continue;
+    TransportKind kind;
+    std::string why;
+    if (options_.transports->selectTransport(p, &kind, &why) != tsrSuccess) return false;
+    if (emulated()) kind = hostTransportKind(kind);
+    if (std::find(accepted.begin(), accepted.end(), kind) == accepted.end()) return false;
   }
+  return true;
+}
+
+bool DeviceExecutor::peersInProcess() {
+  if (peersInProcess_ < 0)
+    peersInProcess_ = everyPeerOver({emulated() ? TransportKind::kInproc : TransportKind::kP2p});
   return peersInProcess_ == 1;
 }
 
@@ -252,19 +254,8 @@ Result DeviceExecutor::ensureBoards() {
 Result DeviceExecutor::peersMapEachOther(bool* out) {
   if (peersMap_ < 0) {
     const int rank = options_.rank, n = options_.nranks;
-    bool mine = true;
-    for (int p = 0; p < n && mine; ++p) {
-      if (p == rank) continue;
-      TransportKind kind;
-      std::string why;
-      if (options_.transports->selectTransport(p, &kind, &why) != tsrSuccess) {
-        mine = false;
-        break;
-      }
-      if (emulated()) kind = hostTransportKind(kind);
-      mine = kind == TransportKind::kP2p || kind == TransportKind::kCudaIpc ||
-             kind == TransportKind::kInproc || kind == TransportKind::kShm;
-    }
+    const bool mine = everyPeerOver({TransportKind::kP2p, TransportKind::kCudaIpc,
+                                     TransportKind::kInproc, TransportKind::kShm});
     // Agreed: a pair that cannot map each other (ucx between hosts, a link forced) makes every
     // rank stage, not only the two.
     std::vector<uint8_t> all(static_cast<size_t>(n), 0);
