@@ -145,6 +145,8 @@ Result EngineImpl::enqueue(const CollCall& call, void* stream) {
   WindowUse windows;
   bool inWindows = device_->windowsOf(call, &windows);
   DeviceRegistration* regs[2] = {nullptr, nullptr};
+  std::shared_ptr<const Plan> plan;  // the choice, where asking whether to share made it already
+  bool ll = false;
   if (!inWindows && !deviceRegistrations_.empty() && locallyRegistered(call, regs)) {
     bool maps = false;
     if (device_->peersInProcess()) {
@@ -166,12 +168,11 @@ Result EngineImpl::enqueue(const CollCall& call, void* stream) {
                           static_cast<uint64_t>(static_cast<const char*>(ptrs[k]) - regs[k]->base)};
         }
         TSR_CHECK(device_->shareLocal(callNo, stream, bufs, &windows, &inWindows));
+        if (inWindows) plan = std::move(zc);
       }
     }
   }
-  std::shared_ptr<const Plan> plan;
-  bool ll = false;
-  TSR_CHECK(devicePlan(call, device_->ctas(), inWindows, &plan, &ll));
+  if (!plan) TSR_CHECK(devicePlan(call, device_->ctas(), inWindows, &plan, &ll));
   if (ll) {
     bool used = false;
     TSR_CHECK(device_->enqueueLL(call, callNo, stream, &used));
