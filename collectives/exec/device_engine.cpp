@@ -268,6 +268,43 @@ Result EngineImpl::deregisterWindow(void* handle) {
   return device_->deregisterWindow(static_cast<DeviceWindow*>(handle));
 }
 
+bool allToSelf(int rank, const std::vector<P2PCall>& calls) {
+  return !calls.empty() && std::all_of(calls.begin(), calls.end(),
+                                       [rank](const P2PCall& c) { return c.peer == rank; });
+}
+
+Result copyToSelfOnStream(int rank, const std::vector<P2PCall>& calls, void* stream, bool emulated,
+                          uint64_t groupNo) {
+  if (!allToSelf(rank, calls))
+    return TSR_FAIL(tsrInternalError, "rank %d: send/recv group %llu names peers other than itself",
+                    rank, static_cast<unsigned long long>(groupNo));
+  std::vector<const P2PCall*> sends, recvs;
+  TSR_CHECK(pairCallsToSelf(rank, rank + 1, calls, &sends, &recvs));  // every peer is `rank`
+  for (size_t i = 0; i < sends.size(); ++i) {
+    const size_t bytes = sends[i]->count * dtypeSize(sends[i]->dtype);
+    if (bytes == 0 || sends[i]->sendbuf == recvs[i]->recvbuf) continue;
+    if (emulated) {
+      std::memmove(recvs[i]->recvbuf, sends[i]->sendbuf, bytes);
+      continue;
+    }
+#if TESSERA_HAVE_CUDA
+    cudaError_t e = cudaMemcpyAsync(recvs[i]->recvbuf, sends[i]->sendbuf, bytes,
+                                    cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream));
+    if (e != cudaSuccess)
+      return TSR_FAIL(tsrUnhandledCudaError,
+                      "rank %d: cudaMemcpyAsync of %zu bytes (send/recv group %llu) failed: %s",
+                      rank, bytes, static_cast<unsigned long long>(groupNo), cudaGetErrorString(e));
+#else
+    (void)stream;
+    return TSR_FAIL(tsrInvalidUsage,
+                    "rank %d: send/recv group %llu is on device buffers, and tessera was built "
+                    "without CUDA",
+                    rank, static_cast<unsigned long long>(groupNo));
+#endif
+  }
+  return tsrSuccess;
+}
+
 Result EngineImpl::enqueueP2P(const std::vector<P2PCall>& calls, void* stream) {
   // The host path's checks (startP2P), before anything is set up or enqueued.
   TSR_CHECK(alive());
@@ -285,30 +322,11 @@ Result EngineImpl::enqueueP2P(const std::vector<P2PCall>& calls, void* stream) {
                     "and its receive count two): split the group",
                     rank_, calls.size(), exec::kP2PMaxCalls);
   const uint64_t groupNo = ++p2pGroups_;
-  if (nranks_ == 1) {
-    // Sends to self only: copies, in stream order (as enqueue does for one rank).
-    size_t next = 0;
-    for (const P2PCall& send : calls) {
-      if (!send.isSend) continue;
-      while (calls[next].isSend) ++next;  // the receive this send meets (checked above)
-      const P2PCall& recv = calls[next++];
-      const size_t bytes = send.count * dtypeSize(send.dtype);
-      if (bytes == 0 || send.sendbuf == recv.recvbuf) continue;
-      if (options_.deviceEmulation) {
-        std::memmove(recv.recvbuf, send.sendbuf, bytes);
-        continue;
-      }
-#if TESSERA_HAVE_CUDA
-      cudaError_t e = cudaMemcpyAsync(recv.recvbuf, send.sendbuf, bytes, cudaMemcpyDeviceToDevice,
-                                      static_cast<cudaStream_t>(stream));
-      if (e != cudaSuccess)
-        return TSR_FAIL(tsrUnhandledCudaError,
-                        "rank 0: cudaMemcpyAsync of %zu bytes (send/recv group %llu) failed: %s",
-                        bytes, static_cast<unsigned long long>(groupNo), cudaGetErrorString(e));
-#endif
-    }
-    return tsrSuccess;
-  }
+  // Sends to self only (one rank, or a group of this rank's own before any device call made the
+  // executor): copies, in stream order (as enqueue does for one rank), without starting an
+  // executor for them.
+  if (nranks_ == 1 || (!device_ && allToSelf(rank_, calls)))
+    return copyToSelfOnStream(rank_, calls, stream, options_.deviceEmulation, groupNo);
   if (!device_) {
     bool capturing = false;
     if (!options_.deviceEmulation && exec::streamIsCapturing(stream, &capturing) == tsrSuccess &&

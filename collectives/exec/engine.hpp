@@ -59,6 +59,17 @@ struct P2PCall {
   tsrDataType_t dtype = tsrFloat32;
 };
 
+// A group whose every call is a send to `rank` itself or a receive from it (paired and checked by
+// pairCallsToSelf), run as copies without any executor: ordered on `stream` (cudaMemcpyAsync) on
+// a GPU, done at once (memmove) where `emulated` (host buffers stand for device ones). No peer
+// takes part, so a rank whose group concerns only itself never starts what is collective to set
+// up (the engine, the device executor): its peers may call nothing in that group. `groupNo` names
+// the group in error sentences.
+Result copyToSelfOnStream(int rank, const std::vector<P2PCall>& calls, void* stream, bool emulated,
+                          uint64_t groupNo);
+// Whether every call of a group names `rank` as its peer (and there is one).
+bool allToSelf(int rank, const std::vector<P2PCall>& calls);
+
 // Whether a call is in place as NCCL defines it (allreduce, broadcast, reduce, alltoall:
 // sendbuf == recvbuf; allgather: sendbuf == recvbuf + rank * count; reducescatter:
 // recvbuf == sendbuf + rank * count). The one test of it: src/comm's checks and the engine's use

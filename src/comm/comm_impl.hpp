@@ -119,6 +119,8 @@ class CommImpl {
   // registration-free call reaches it in the same order). Registrations made before it existed
   // are handed to it then.
   Result collectives(CollectiveEngine** out);
+  // Whether collectives() has made the engine (a call that must not be the one to make it asks).
+  bool engineMade() const { return enginePublished_.load(std::memory_order_acquire) != nullptr; }
   // The communicator's fused GEMM executors (tsrGemmReduceScatter and friends; src/comm/fused.cpp),
   // made on first use on top of transports(), like collectives(): collective the first time.
   // The device one fails with tsrInvalidUsage where this build or rank has no fused GPU kernels.

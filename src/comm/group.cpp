@@ -33,18 +33,22 @@ struct CommBatch {
   std::string error;  // the sentence of a failed start (it may happen on another thread)
 };
 
-// Sends and receives on host buffers whose peer is this rank, with nothing else of the
-// communicator in the group: copied here, the k-th send into the k-th receive, without the
-// engine. Making the engine is collective (its transports agree on an id), and a rank whose only
-// calls are to itself must not start it alone: its peers may have nothing in this group (a rank
-// calls only what concerns it, NCCL's rule; a send of 0 elements is no call at all).
+// Sends and receives whose peer is this rank, with nothing else of the communicator in the group:
+// copied, the k-th send into the k-th receive, without the engine (host buffers) or before it is
+// made (device buffers: copies on the group's stream; once the engine is made, it does the same
+// without its device executor until a device call makes that). Making the engine is collective
+// (its transports agree on an id), and a rank whose only calls are to itself must not start it
+// alone: its peers may have nothing in this group (a rank calls only what concerns it, NCCL's
+// rule; a send of 0 elements is no call at all).
 bool selfOnly(const CommBatch& b) {
-  if (!b.colls.empty() || !b.devP2p.empty() || b.p2p.empty()) return false;
+  if (!b.colls.empty() || b.p2p.empty() == b.devP2p.empty()) return false;
   const int rank = b.comm->rank();
-  return std::all_of(b.p2p.begin(), b.p2p.end(), [&](const P2PCall& c) { return c.peer == rank; });
+  if (!b.devP2p.empty()) return !b.comm->engineMade() && allToSelf(rank, b.devP2p);
+  return allToSelf(rank, b.p2p);
 }
 
 Result copyToSelf(const CommBatch& b) {
+  if (!b.devP2p.empty()) return copyToSelfOnStream(b.comm->rank(), b.devP2p, b.devStream, false, 0);
   std::vector<const P2PCall*> sends, recvs;
   TSR_CHECK(pairCallsToSelf(b.comm->rank(), b.comm->nranks(), b.p2p, &sends, &recvs));
   for (size_t i = 0; i < sends.size(); ++i)

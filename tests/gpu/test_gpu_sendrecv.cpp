@@ -280,6 +280,46 @@ TEST(GpuSendRecv, MixedWithAllReduceAndGraphReplay) {
   for (const std::string& f : failures) ADD_FAILURE() << f;
 }
 
+// Rank 0's first call is a group to itself while rank 1 calls nothing: the copies run on rank 0's
+// stream before the engine exists (making it is collective, and rank 1 would never join); then
+// both ranks exchange as usual. Bytes are checked against what each rank filled.
+TEST(GpuSendRecv, SendToSelfAloneNeedsNoPeer) {
+  TSR_SKIP_WITHOUT_GPU();
+  GpuRanks g;
+  ASSERT_EQ(g.init(2, 1 << 20), "");
+  ASSERT_EQ(useGpu0(), "");
+  const size_t bytes = 4097 * 4;
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(cudaMemset(g.buffer(r, 0), 0x11 * (r + 1), bytes), cudaSuccess);
+    ASSERT_EQ(cudaMemset(g.buffer(r, 1), 0, bytes), cudaSuccess);
+  }
+  auto s0 = static_cast<tsrStream_t>(g.stream(0));
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(tsrGroupStart(), tsrSuccess);
+  ASSERT_EQ(tsrSend(g.buffer(0, 0), 4097, tsrFloat32, 0, g.comm(0), s0), tsrSuccess);
+  ASSERT_EQ(tsrRecv(g.buffer(0, 1), 4097, tsrFloat32, 0, g.comm(0), s0), tsrSuccess);
+  ASSERT_EQ(tsrGroupEnd(), tsrSuccess) << tsrGetLastError(nullptr);
+  EXPECT_EQ(waitStream(g.stream(0), 10), "");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 10.0);
+  std::vector<uint8_t> got(bytes);
+  ASSERT_EQ(cudaMemcpy(got.data(), g.buffer(0, 1), bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(got, std::vector<uint8_t>(bytes, 0x11));
+  test::runRanks(2, [&](int me) {
+    ASSERT_EQ(useGpu0(), "");
+    auto s = static_cast<tsrStream_t>(g.stream(me));
+    ASSERT_EQ(tsrGroupStart(), tsrSuccess);
+    EXPECT_EQ(tsrSend(g.buffer(me, 0), 4097, tsrFloat32, 1 - me, g.comm(me), s), tsrSuccess);
+    EXPECT_EQ(tsrRecv(g.buffer(me, 1), 4097, tsrFloat32, 1 - me, g.comm(me), s), tsrSuccess);
+    ASSERT_EQ(tsrGroupEnd(), tsrSuccess) << tsrGetLastError(nullptr);
+    EXPECT_EQ(waitStream(g.stream(me), 30), "");
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(cudaMemcpy(got.data(), g.buffer(r, 1), bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(got, std::vector<uint8_t>(bytes, static_cast<uint8_t>(0x11 * (2 - r))))
+        << "rank " << r;
+  }
+}
+
 // Rank 0 receives 12 int32 where rank 1 sends 10: rank 0's stream completes and its async error
 // is tsrInvalidUsage naming both sizes.
 TEST(GpuSendRecv, SizeMismatchIsAnAsyncError) {

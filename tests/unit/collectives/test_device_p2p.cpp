@@ -6,6 +6,10 @@
 // Every byte received is checked against the seeded pattern of its sender.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include "core/datatype.hpp"
 #include "support/harness.hpp"
 #include "test_device_p2p_common.hpp"
@@ -118,6 +122,39 @@ TEST(DeviceP2P, SendToSelfOnly) {
       return out;
     });
   }
+}
+
+// Rank 0's first device call is a group to itself while rank 1 calls nothing until it is done:
+// the copies run without starting the device executor (copyToSelfOnStream, the path src/comm
+// takes before the engine exists, whose setup is collective), and the engine then serves an
+// exchange between both ranks (its executor started by that first group naming a peer).
+TEST(DeviceP2P, SendToSelfAloneNeedsNoPeer) {
+  std::atomic<bool> selfDone{false};
+  const Spec toSelf = [](int from, int to) {
+    std::vector<Msg> out;
+    if (from == 0 && to == 0)
+      for (size_t c : {size_t{1}, size_t{4097}}) out.push_back(Msg{c, tsrFloat32});
+    return out;
+  };
+  auto results = test::runTransportRanks(RankMode::kThreads, 2, [&](TransportContext& ctx) {
+    std::unique_ptr<CollectiveEngine> e;
+    TT_CHECK_OK(makeP2PEngine(ctx, P2PSetup{}, &e));
+    const int me = ctx.rank();
+    if (me == 0) {
+      std::string err = runExchange(*e, 0, 2, toSelf, 1, 7);
+      selfDone = true;
+      if (!err.empty()) return err;
+    } else {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!selfDone && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      TT_CHECK(selfDone,
+               "rank 0's group to itself did not complete within 10 s while rank 1 "
+               "called nothing");
+    }
+    return runExchange(*e, me, 2, pairSpec({1, 5000}), 2, 8);
+  });
+  test::expectAllRanksOk(results);
 }
 
 TEST(DeviceP2P, ManyGroupsInARowKeepTheCounters) {
