@@ -288,11 +288,18 @@ TSR_API tsrResult_t tsrCommWindowRegister(tsrComm_t comm, void* buff, size_t siz
                                           int flags);
 TSR_API tsrResult_t tsrCommWindowDeregister(tsrComm_t comm, tsrWindow_t win);
 
-/* Memory for zero-copy (as ncclMemAlloc): on a host-only rank, host memory that the other
- * processes of the host can map, so registered buffers of it are read and written by peers
- * directly (memory from malloc can be registered too, but processes cannot share it; such calls
- * stage through the scratch). Freed with tsrMemFree. */
+/* Memory for zero-copy. tsrMemAlloc: host memory that the other processes of the host can map,
+ * so registered buffers of it are read and written by peers directly (memory from malloc can be
+ * registered too, but processes cannot share it; such calls stage through the scratch).
+ * tsrMemAllocDevice (as ncclMemAlloc, which the drop-in maps to it): device memory of `device`
+ * (-1: the calling thread's current device), zeroed, that peers map once registered (with
+ * tsrCommRegister or as a window): directly between ranks of one process (p2p), by its CUDA IPC
+ * handle between processes (cuda_ipc). tsrInvalidUsage where no GPU is visible. Both kinds are
+ * freed with tsrMemFree, which holds the device's cudaFree back while a communicator's resident
+ * kernel runs there (a plain cudaFree would wait for that kernel). tsrMemAlloc stays host memory
+ * on a GPU rank, so host-buffer calls on it keep working; ask for device memory by name. */
 TSR_API tsrResult_t tsrMemAlloc(void** ptr, size_t size);
+TSR_API tsrResult_t tsrMemAllocDevice(void** ptr, size_t size, int device);
 TSR_API tsrResult_t tsrMemFree(void* ptr);
 
 /* ---- Fused GEMM + communication (tensor-parallel linear layers) ------------------------------

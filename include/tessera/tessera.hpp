@@ -91,8 +91,10 @@ class TSR_API Communicator {
   tsrResult_t windowRegister(void* buff, size_t size, tsrWindow_t* win, int flags);
   tsrResult_t windowDeregister(tsrWindow_t win);
 
-  // tsrMemAlloc / tsrMemFree: host memory that the processes of this host can share.
+  // tsrMemAlloc / tsrMemAllocDevice / tsrMemFree: host memory that the processes of this host can
+  // share; device memory that peers map once registered.
   static tsrResult_t memAlloc(void** ptr, size_t size);
+  static tsrResult_t memAllocDevice(void** ptr, size_t size, int device);
   static tsrResult_t memFree(void* ptr);
 
   ~Communicator();

@@ -309,6 +309,12 @@ TSR_API tsrResult_t tsrMemAlloc(void** ptr, size_t size) {
   return guarded("tsrMemAlloc", [&]() -> tsrResult_t { return Communicator::memAlloc(ptr, size); });
 }
 
+TSR_API tsrResult_t tsrMemAllocDevice(void** ptr, size_t size, int device) {
+  return guarded("tsrMemAllocDevice", [&]() -> tsrResult_t {
+    return Communicator::memAllocDevice(ptr, size, device);
+  });
+}
+
 TSR_API tsrResult_t tsrMemFree(void* ptr) {
   return guarded("tsrMemFree", [&]() -> tsrResult_t { return Communicator::memFree(ptr); });
 }

@@ -2,6 +2,8 @@
 // argument is checked before anything is written or queued (DESIGN.md, "One call, end to end");
 // a valid call then goes to group.cpp, which starts it on the communicator's engine.
 #include <cstdint>
+#include <mutex>
+#include <unordered_map>
 
 #include "collectives/exec/engine.hpp"
 #include "comm/api_guard.hpp"
@@ -10,6 +12,7 @@
 #include "comm/group.hpp"
 #include "core/datatype.hpp"
 #include "tessera/tessera.hpp"
+#include "transport/cuda_ipc/cuda_memory.hpp"
 #include "transport/host_alloc.hpp"
 
 namespace tessera {
@@ -332,8 +335,46 @@ tsrResult_t Communicator::memAlloc(void** ptr, size_t size) {
   return sharedHostAlloc(size, ptr);
 }
 
+namespace {
+// tsrMemAllocDevice's allocations by pointer, until tsrMemFree.
+std::mutex gDeviceAllocMutex;
+std::unordered_map<void*, CudaAllocation>& deviceAllocations() {
+  static auto* m = new std::unordered_map<void*, CudaAllocation>();
+  return *m;
+}
+}  // namespace
+
+tsrResult_t Communicator::memAllocDevice(void** ptr, size_t size, int device) {
+  if (ptr == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrMemAllocDevice: ptr is NULL");
+  *ptr = nullptr;
+  if (size == 0) return TSR_FAIL(tsrInvalidArgument, "tsrMemAllocDevice: size is 0");
+  if (device < -1)
+    return TSR_FAIL(tsrInvalidArgument, "tsrMemAllocDevice: device %d (-1 or a device index)",
+                    device);
+  CudaAllocation a;
+  if (Result r = cudaAllocateForUser(size, device, &a); r != tsrSuccess)
+    return addContext(r, "tsrMemAllocDevice of %zu bytes", size);
+  std::lock_guard<std::mutex> lock(gDeviceAllocMutex);
+  *ptr = a.ptr;
+  deviceAllocations().emplace(a.ptr, std::move(a));
+  return tsrSuccess;
+}
+
 tsrResult_t Communicator::memFree(void* ptr) {
   if (ptr == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrMemFree: ptr is NULL");
+  CudaAllocation device;
+  {
+    std::lock_guard<std::mutex> lock(gDeviceAllocMutex);
+    auto it = deviceAllocations().find(ptr);
+    if (it != deviceAllocations().end()) {
+      device = std::move(it->second);
+      deviceAllocations().erase(it);
+    }
+  }
+  if (device.release) {
+    device.release();  // cudaFree once the device is idle
+    return tsrSuccess;
+  }
   return sharedHostFree(ptr);
 }
 

@@ -5,8 +5,6 @@
 // tessera's host executor and the call returns when the result is in place.
 #include <cuda_runtime.h>
 
-#include <mutex>
-#include <unordered_map>
 
 #include "nccl/shim.hpp"
 
@@ -271,66 +269,27 @@ ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
 
 }  // extern "C"
 
-namespace {
-// Which pointers ncclMemAlloc returned from the GPU (the others came from tsrMemAlloc).
-std::mutex gAllocMutex;
-std::unordered_map<void*, bool>& allocations() {
-  static auto* m = new std::unordered_map<void*, bool>();
-  return *m;
-}
-}  // namespace
-
 extern "C" {
 
-// Device memory of the current device where the calling thread has one (as NCCL); host memory
-// that the host's processes can map (tsrMemAlloc) where there is no GPU.
+// Device memory of the current device where the calling thread has one (as NCCL), from
+// tsrMemAllocDevice so that registrations of it zero-copy and ncclMemFree never waits for a
+// communicator's resident kernel; host memory that the host's processes can map (tsrMemAlloc)
+// where there is no GPU.
 ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
   const char* api = "ncclMemAlloc";
   if (ptr == nullptr) return fail(ncclInvalidArgument, "%s: ptr is NULL", api);
   *ptr = nullptr;
   if (size == 0) return fail(ncclInvalidArgument, "%s: size is 0", api);
-  int ndev = 0, dev = -1;
-  bool gpu =
-      cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0 && cudaGetDevice(&dev) == cudaSuccess;
+  int ndev = 0;
+  const bool gpu = cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0;
   if (!gpu) cudaGetLastError();  // clear the sticky "no device" error of the runtime
-  void* p = nullptr;
-  if (gpu) {
-    cudaError_t e = cudaMalloc(&p, size);
-    if (e != cudaSuccess)
-      return fail(ncclUnhandledCudaError, "%s: cudaMalloc of %zu bytes on device %d: %s", api, size,
-                  dev, cudaGetErrorString(e));
-  } else {
-    ncclResult_t r = fromTsr(tsrMemAlloc(&p, size), api);
-    if (r != ncclSuccess) return r;
-  }
-  {
-    std::lock_guard<std::mutex> lock(gAllocMutex);
-    allocations()[p] = gpu;
-  }
-  *ptr = p;
-  return ncclSuccess;
+  return fromTsr(gpu ? tsrMemAllocDevice(ptr, size, -1) : tsrMemAlloc(ptr, size), api);
 }
 
+// Either kind: tsrMemFree knows which it is, and refuses a pointer neither allocator returned.
 ncclResult_t ncclMemFree(void* ptr) {
-  const char* api = "ncclMemFree";
   if (ptr == nullptr) return ncclSuccess;  // as free(NULL)
-  bool gpu = false;
-  {
-    std::lock_guard<std::mutex> lock(gAllocMutex);
-    auto it = allocations().find(ptr);
-    if (it == allocations().end())
-      return fail(ncclInvalidArgument, "%s: %p was not returned by ncclMemAlloc (or was freed)",
-                  api, ptr);
-    gpu = it->second;
-    allocations().erase(it);
-  }
-  if (gpu) {
-    cudaError_t e = cudaFree(ptr);
-    if (e != cudaSuccess)
-      return fail(ncclUnhandledCudaError, "%s: cudaFree: %s", api, cudaGetErrorString(e));
-    return ncclSuccess;
-  }
-  return fromTsr(tsrMemFree(ptr), api);
+  return fromTsr(tsrMemFree(ptr), "ncclMemFree");
 }
 
 }  // extern "C"

@@ -134,10 +134,11 @@ TEST(GpuCudaIpc, EightProcessesManySemaphoresShareSlabs) {
 }
 
 #if TESSERA_HAVE_CUDA
-// One forked rank: all-reduce twice on a registered cudaMalloc buffer (input, then output; each
-// rank's buffers at an offset of their own), then once after deregistration (staged); results
-// against the serial sum. 0 on success, else why on stderr and a nonzero code.
-int localRegistrationRank(int r, int n, const tsrUniqueId& id) {
+// One forked rank: all-reduce twice on a registered buffer (input, then output; each rank's
+// buffers at an offset of their own) from cudaMalloc or tsrMemAllocDevice, then once after
+// deregistration (staged); results against the serial sum. 0 on success, else why on stderr and a
+// nonzero code.
+int localRegistrationRank(int r, int n, const tsrUniqueId& id, bool tesseraAlloc) {
   auto bad = [&](const char* what, const char* why) {
     std::fprintf(stderr, "rank %d: %s: %s\n", r, what, why);
     return 1;
@@ -151,7 +152,14 @@ int localRegistrationRank(int r, int n, const tsrUniqueId& id) {
   const size_t skew = 4096 * static_cast<size_t>(r);
   const size_t bytes = 2 * kCount * sizeof(float) + skew;
   char* mem = nullptr;
-  if (cudaMalloc(&mem, bytes) != cudaSuccess) return bad("cudaMalloc", "failed");
+  if (tesseraAlloc) {
+    void* p = nullptr;
+    if (tsrMemAllocDevice(&p, bytes, 0) != tsrSuccess)
+      return bad("tsrMemAllocDevice", tsrGetLastError(nullptr));
+    mem = static_cast<char*>(p);
+  } else if (cudaMalloc(&mem, bytes) != cudaSuccess) {
+    return bad("cudaMalloc", "failed");
+  }
   auto* in = reinterpret_cast<float*>(mem + skew);
   float* out = in + kCount;
   std::vector<float> host(kCount), sum(kCount, 0.0f), got(kCount);
@@ -182,10 +190,15 @@ int localRegistrationRank(int r, int n, const tsrUniqueId& id) {
       }
   }
   if (tsrCommDestroy(c) != tsrSuccess) return bad("tsrCommDestroy", tsrGetLastError(nullptr));
-  cudaFree(mem);
+  if (!tesseraAlloc) {
+    cudaFree(mem);
+  } else if (tsrMemFree(mem) != tsrSuccess) {
+    return bad("tsrMemFree", tsrGetLastError(nullptr));
+  }
   return 0;
 }
 
+// 2 processes on cudaMalloc memory, 4 on tsrMemAllocDevice's.
 TEST(GpuCudaIpc, LocalRegistrationsBetweenProcesses) {
   SKIP_WITHOUT_GPU_NO_INIT();
   for (int n : {2, 4}) {
@@ -197,7 +210,7 @@ TEST(GpuCudaIpc, LocalRegistrationsBetweenProcesses) {
       ASSERT_EQ(tsrGetUniqueId(&id), tsrSuccess);
     }
     std::vector<int> codes = forkRanks(
-        n, [&](int r) { return localRegistrationRank(r, n, id); }, 180);
+        n, [&](int r) { return localRegistrationRank(r, n, id, n == 4); }, 180);
     for (int r = 0; r < n; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r;
   }
 }

@@ -260,6 +260,28 @@ Result cudaAllocateShareable(size_t bytes, int device, CudaAllocation* out) {
   return allocateLegacy(bytes, device, out);
 }
 
+Result cudaAllocateForUser(size_t bytes, int device, CudaAllocation* out) {
+  if (bytes == 0 || out == nullptr)
+    return TSR_FAIL(tsrInvalidArgument, "cudaAllocateForUser(%zu bytes, device %d)", bytes, device);
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) {
+    cudaGetLastError();  // the runtime's sticky "no device"
+    return TSR_FAIL(tsrInvalidUsage, "no CUDA device is visible to allocate %zu bytes on (%s)",
+                    bytes, e != cudaSuccess ? cudaErrorText(e).c_str() : "0 devices");
+  }
+  if (device < 0 && (e = cudaGetDevice(&device)) != cudaSuccess)
+    return TSR_FAIL(tsrUnhandledCudaError, "cudaGetDevice: %s", cudaErrorText(e).c_str());
+  if (device >= n)
+    return TSR_FAIL(tsrInvalidUsage, "device %d is not one of the %d visible CUDA devices", device,
+                    n);
+  CudaDeviceGuard guard(device);
+  if (guard.status() != cudaSuccess)
+    return TSR_FAIL(tsrUnhandledCudaError, "cudaSetDevice(%d) to allocate %zu bytes: %s", device,
+                    bytes, cudaErrorText(guard.status()).c_str());
+  return allocateLegacy(bytes, device, out);
+}
+
 Result cudaPinHostMemory(void* ptr, size_t bytes, std::function<void()>* unpin, int device) {
   // The registration is portable (every device maps it), but the current device's context is the
   // one it is made in and the one asked for the device address below.

@@ -25,6 +25,13 @@ struct CudaAllocation {
 // where the driver supports it, else cudaMalloc (legacy IPC handles).
 Result cudaAllocateShareable(size_t bytes, int device, CudaAllocation* out);
 
+// Device memory for users who register it (tsrMemAllocDevice, ncclMemAlloc): cudaMalloc on
+// `device` (-1: the calling thread's current device), zeroed, so that a registration inside it is
+// exported by its legacy IPC handle (cuda_ipc) or used as is (p2p). Released when the device is
+// idle (a resident grid holds cudaFree back). Fails with tsrInvalidUsage where no device is
+// visible or `device` is not one.
+Result cudaAllocateForUser(size_t bytes, int device, CudaAllocation* out);
+
 // Pins [ptr, ptr + bytes) and maps it for the GPU (cudaHostRegister, portable and mapped), made on
 // `device` (-1: the calling thread's current device); *unpin undoes it. Fails (tsrInvalidUsage)
 // where the GPU cannot use the host address itself: the device handles of FIFOs and semaphores

@@ -21,6 +21,7 @@ Result makeP2pTransport(std::shared_ptr<ContextState>, std::unique_ptr<Transport
   return noCuda("p2p transport");
 }
 Result cudaAllocateShareable(size_t, int, CudaAllocation*) { return noCuda("cuda memory"); }
+Result cudaAllocateForUser(size_t, int, CudaAllocation*) { return noCuda("device memory"); }
 Result cudaPinHostMemory(void*, size_t, std::function<void()>*, int) {
   return noCuda("pinned host memory");
 }

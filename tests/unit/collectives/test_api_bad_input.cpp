@@ -265,6 +265,22 @@ TEST_F(ApiBadInput, RegistrationAndMemory) {
   std::memset(p, 1, 3 * 4096 + 1);
   EXPECT_EQ(tsrMemFree(p), tsrSuccess);
   EXPECT_EQ(tsrMemFree(p), tsrInvalidArgument) << "freed twice";
+
+  // Device memory: bad arguments first; on a machine without a GPU (this one in CI) a sentence
+  // saying so and no pointer. tests/gpu covers the allocation itself.
+  p = reinterpret_cast<void*>(1);
+  EXPECT_EQ(tsrMemAllocDevice(nullptr, 64, -1), tsrInvalidArgument);
+  EXPECT_EQ(tsrMemAllocDevice(&p, 0, -1), tsrInvalidArgument);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(tsrMemAllocDevice(&p, 64, -2), tsrInvalidArgument);
+  if (!test::gpuUnavailableReason().empty()) {
+    EXPECT_EQ(tsrMemAllocDevice(&p, 64, -1), tsrInvalidUsage);
+    EXPECT_EQ(p, nullptr);
+    const std::string why = tsrGetLastError(nullptr);
+    EXPECT_TRUE(why.find("no CUDA device") != std::string::npos ||
+                why.find("CUDA was not found") != std::string::npos)
+        << why;
+  }
 }
 
 TEST_F(ApiBadInput, FinalizedCommunicatorRefusesCalls) {
