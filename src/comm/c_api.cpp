@@ -310,9 +310,8 @@ TSR_API tsrResult_t tsrMemAlloc(void** ptr, size_t size) {
 }
 
 TSR_API tsrResult_t tsrMemAllocDevice(void** ptr, size_t size, int device) {
-  return guarded("tsrMemAllocDevice", [&]() -> tsrResult_t {
-    return Communicator::memAllocDevice(ptr, size, device);
-  });
+  return guarded("tsrMemAllocDevice",
+                 [&]() -> tsrResult_t { return Communicator::memAllocDevice(ptr, size, device); });
 }
 
 TSR_API tsrResult_t tsrMemFree(void* ptr) {

@@ -5,7 +5,6 @@
 // tessera's host executor and the call returns when the result is in place.
 #include <cuda_runtime.h>
 
-
 #include "nccl/shim.hpp"
 
 using namespace tessera::nccl;
