@@ -26,6 +26,7 @@ layer_of() {
     collectives/sim/*) echo collectives/sim ;;
     collectives/*) echo collectives ;;
     fused/*) echo fused ;;
+    workload/*) echo workload ;;
     src/comm/* | comm/*) echo comm ;;
     src/nccl/* | nccl/*) echo nccl ;;
     include/tessera/* | tessera/*) echo public ;;
@@ -48,6 +49,8 @@ allowed() {
     collectives/sim) below="public core bootstrap topology transport collectives collectives/plan collectives/algorithms collectives/tuner collectives/exec" ;;
     collectives) below="public core bootstrap topology transport" ;;
     fused) below="public core bootstrap topology transport" ;;
+    # The workload simulator: above the simulated collectives and the fused layer's tile order.
+    workload) below="public core bootstrap topology transport collectives collectives/plan collectives/algorithms collectives/tuner collectives/exec collectives/sim fused" ;;
     comm) below="public core bootstrap topology transport collectives collectives/plan collectives/algorithms collectives/tuner collectives/exec fused" ;;
     # The NCCL drop-in uses the public API only, as any user would.
     nccl) below="public" ;;
@@ -76,8 +79,8 @@ while IFS= read -r file; do
   done < <(grep -n -o '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[^"]*"' "$file" |
     sed -E 's/^([0-9]+):.*"([^"]*)"$/\1:\2/' || true)
 done < <(
-  folders=(src/core src/bootstrap src/topology transport collectives fused src/comm src/nccl
-    include/tessera)
+  folders=(src/core src/bootstrap src/topology transport collectives fused workload src/comm
+    src/nccl include/tessera)
   if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
     git ls-files "${folders[@]}"
   else

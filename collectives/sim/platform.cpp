@@ -54,7 +54,8 @@ constexpr double kMaxCacheBytes = 1e15;
 }  // namespace
 
 const std::vector<std::string>& presetNames() {
-  static const std::vector<std::string> kNames = {"dgx-h100", "dgx-a100", "hgx-h200", "this-host"};
+  static const std::vector<std::string> kNames = {"dgx-h100", "dgx-a100", "hgx-h200", "hgx-h800",
+                                                  "this-host"};
   return kNames;
 }
 
@@ -89,6 +90,14 @@ Result platformPreset(const std::string& name, int nodes, Machine* out) {
                   "(0.5 us per NVLink, 1 us per NIC, 0.5 us fabric); NVLink efficiency 0.8386 as "
                   "calibrated on H100 (nccl#1455)",
                   nodes, 4800, 450, 50);
+  } else if (name == "hgx-h800") {
+    *out = gpuPreset("hgx-h800",
+                     "NVIDIA H800 SXM5 (the H100 SXM5 with NVLink cut to 400 GB/s per GPU, 200 "
+                     "GB/s per direction) in an HGX board: 8 per node, HBM3 3.35 TB/s, NVSwitch, 8 "
+                     "400 Gb/s (50 GB/s per direction) NICs; link latencies assumed (0.5 us per "
+                     "NVLink, 1 us per NIC, 0.5 us fabric); NVLink efficiency 0.8386 as "
+                     "calibrated on H100 (nccl#1455)",
+                     nodes, 3350, 200, 50);
   } else if (name == "this-host") {
     if (nodes != 1)
       return TSR_FAIL(tsrInvalidArgument, "platform this-host has one node, not %d", nodes);

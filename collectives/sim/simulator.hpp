@@ -84,4 +84,15 @@ Result simulate(const SimSpec& spec, SimReport* out);
 // simulate() in a forked child (the report travels back through a pipe).
 Result simulateForked(const SimSpec& spec, SimReport* out);
 
+// What tessera runs for device buffers on spec.machine (spec.sizes, spec.collective): the tuner's
+// choice per size with its built-in parameters (the simulated machine is not this host), made
+// into a plan as Planner::choose makes it for a grid of kDeviceCtas CTAs, every rank one process
+// on its GPU (cuda_ipc within a node, UCX between nodes); `registered`: buffers in windows, so
+// zero-copy forms may be chosen. Runs of sizes with the same plan are simulated together, each in
+// a forked child; plans[i] names row i's plan. A size the tuner gives LL is simulated as its
+// Simple fallback and says so: the simulator has no model of LL. tessera_sim's default and the
+// workload simulator's collectives.
+Result simulateDeviceChoice(const SimSpec& spec, bool registered, SimReport* rep,
+                            std::vector<std::string>* plans);
+
 }  // namespace tessera::sim

@@ -54,8 +54,8 @@ constexpr const char* kUsage =
     "                tuner may pick zero-copy plans (GPU machines; not with --algo or --plan)\n"
     "  --plan        a plan file (tessera_plan generate / a hand-written plan); it is verified\n"
     "                first (tessera_plan verify says the same), up to 64 ranks\n"
-    "  --platform    dgx-h100 (default), dgx-a100, hgx-h200 (8 GPUs per node), this-host\n"
-    "                (this machine's processes, calibrated at start)\n"
+    "  --platform    dgx-h100 (default), dgx-a100, hgx-h200, hgx-h800 (8 GPUs per node),\n"
+    "                this-host (this machine's processes, calibrated at start)\n"
     "  --machine     a machine file (JSON, collectives/sim/platform.hpp) instead of a preset\n"
     "  --nranks      ranks: on a GPU preset fewer than 8 is one partial node, more is whole nodes\n"
     "  --nodes       nodes of the preset (GPU presets)\n"
@@ -66,6 +66,7 @@ constexpr const char* kUsage =
     "  --json        the report as JSON on standard output\n"
     "  --compare     a perf binary's -J output: adds its out-of-place time and the error per row\n"
     "  --show-machine  print the machine (JSON) and exit\n"
+    "  --workload    a training or inference step instead (tessera_sim --workload --help)\n"
     "Research workflow: tessera_plan generate ... -o my.json (or write one), tessera_plan verify\n"
     "my.json, then tessera_sim --plan my.json --nodes 64 beside --algo ring and --algo hier.\n"
     "exit codes: 0 ok, 1 simulation or I/O failure, 2 usage\n";
@@ -144,85 +145,14 @@ std::string timeText(double us) {
   return b;
 }
 
-bool sameKey(const PlanKey& a, const PlanKey& b) { return !(a < b) && !(b < a); }
-
-// What tessera runs for device buffers on machine m (spec.sizes, spec.collective): the tuner's
-// choice per size with its built-in parameters (the simulated machine is not this host), made
-// into a plan as Planner::choose makes it for a grid of kDeviceCtas CTAs, every rank one process
-// on its GPU (cuda_ipc within a node, UCX between nodes). Runs of sizes with the same plan are
-// simulated together; plans[i] names row i's plan. A size the tuner gives LL is simulated as its
-// Simple fallback and says so: the simulator has no model of LL.
-Result simulateDeviceChoice(const SimSpec& spec, bool registered, SimReport* rep,
-                            std::vector<std::string>* plans) {
-  const Machine& m = spec.machine;
-  Tuner tuner;
-  TuneInput in;
-  in.collective = spec.collective;
-  in.nranks = m.nranks();
-  in.root = collectiveHasRoot(spec.collective) ? spec.root : 0;
-  for (int r = 0; r < in.nranks; ++r) in.hostOf.push_back(m.nodeOf(r));
-  in.intraHost = TransportKind::kCudaIpc;
-  in.interHost = TransportKind::kUcx;
-  in.deviceExecutor = true;
-  in.scratchBytes = spec.scratchBytes;
-  in.workers = kDeviceCtas;
-  in.nicsPerHost = m.nicsPerNode;
-  in.zeroCopyPossible = registered;  // windows: the tuner may pick a zero-copy form
-  const Staging staging = registered ? Staging::kZeroCopy : Staging::kScratch;
-  struct Pick {
-    PlanKey key;
-    bool ll = false;
-  };
-  auto pick = [&](uint64_t bytes, Pick* out) -> Result {
-    in.bytes = bytes;
-    TuneChoice choice;
-    TSR_CHECK(tuner.choose(in, &choice));
-    out->key = planKeyOf(ExecKind::kDevice, spec.collective, in.root, staging, choice, kDeviceCtas);
-    out->ll = choice.protocol == Protocol::kLL;
-    return tsrSuccess;
-  };
-  *rep = SimReport{};
-  plans->clear();
-  std::vector<std::string> names;
-  for (size_t i = 0; i < spec.sizes.size();) {
-    Pick first;
-    TSR_CHECK(pick(spec.sizes[i], &first));
-    std::vector<bool> ll{first.ll};
-    size_t j = i + 1;
-    for (; j < spec.sizes.size(); ++j) {
-      Pick next;
-      TSR_CHECK(pick(spec.sizes[j], &next));
-      if (!sameKey(next.key, first.key)) break;
-      ll.push_back(next.ll);
-    }
-    SimSpec part = spec;
-    part.algorithm = first.key.algorithm;
-    part.pipeline = first.key.pipeline;
-    part.workers = first.key.workers;
-    part.zeroCopy = first.key.zeroCopy;
-    part.sizes.assign(spec.sizes.begin() + static_cast<std::ptrdiff_t>(i),
-                      spec.sizes.begin() + static_cast<std::ptrdiff_t>(j));
-    SimReport r;
-    TSR_CHECK(simulateForked(part, &r));  // SimGrid: one simulation per process
-    for (size_t k = 0; k < r.rows.size(); ++k) {
-      rep->rows.push_back(r.rows[k]);
-      plans->push_back(k < ll.size() && ll[k] ? r.plan + " (tuner: LL, not simulated)" : r.plan);
-    }
-    if (names.empty() || names.back() != r.plan) names.push_back(r.plan);
-    rep->events += r.events;
-    rep->wallSeconds += r.wallSeconds;
-    rep->simSeconds += r.simSeconds;
-    i = j;
-  }
-  rep->plan = registered ? "the device choice on windows" : "the device choice";
-  for (size_t k = 0; k < names.size(); ++k) rep->plan += (k == 0 ? " (" : ", ") + names[k];
-  if (!names.empty()) rep->plan += ")";
-  return tsrSuccess;
-}
-
 }  // namespace
 
+// tessera_sim --workload (tessera_sim_workload.cpp).
+int workloadMain(int argc, char** argv);
+
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--workload") == 0) return workloadMain(argc, argv);
   SimSpec spec;
   std::string platform = "dgx-h100", machineFile, planFile, compareFile, coll = "allreduce";
   int nranks = 0, nodes = 0;

@@ -1,0 +1,294 @@
+// tessera_sim --workload: a training or inference step simulated (workload/, DESIGN.md
+// "Workloads"). Exit codes as tessera_sim's: 0 ok, 1 simulation or I/O failure, 2 usage.
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/log.hpp"
+#include "workload/engine.hpp"
+#include "workload/transformer.hpp"
+
+namespace {
+
+using namespace tessera;
+using namespace tessera::workload;
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+
+constexpr const char* kUsage =
+    "usage: tessera_sim --workload FILE [options]\n"
+    "       tessera_sim --workload gpt --layers L --hidden H --heads A --seq S [model options]\n"
+    "  Simulates a step: computation on a GPU model, tessera's collectives on the machine\n"
+    "  (collectives/sim), the fused operations through the fused layer's tile order. Prints the\n"
+    "  step time, TFLOP/s per GPU and percent of peak, exposed communication, the collectives.\n"
+    "  FILE          a workload (JSON, docs/WORKLOADS.md)\n"
+    "  gpt           a GPT step from the model options:\n"
+    "    --layers --hidden --heads --seq --vocab (51200) --ffn (4 x hidden)\n"
+    "    --micro-batch (1) --global-batch (8) --tp (1) --pp (1) --dp (1)\n"
+    "    --sp              sequence parallelism   --recompute  full activation recomputation\n"
+    "    --flash           attention as one kernel (default: batched GEMMs and a softmax)\n"
+    "    --schedule S      TP communication: serial (Megatron-LM), domino, fused\n"
+    "    --domino-split N  Domino's parts (2)\n"
+    "    --zero            DP as ZeRO: reduce-scatter gradients, all-gather parameters\n"
+    "    --dp-overlap      each layer's gradients reduced as its backward ends\n"
+    "    --inference       forward passes only\n"
+    "    --gpu G           a100, h100 (default), h800, h200\n"
+    "    --platform P      dgx-h100 (default), dgx-a100, hgx-h200, hgx-h800\n"
+    "    --unfold          simulate every GPU instead of one rank per pipeline stage\n"
+    "    --sweep           every TP x PP x DP of the same GPUs (TP within a node), a table\n"
+    "    --compare-schedules  serial, domino and fused side by side\n"
+    "  --registered      collectives on windows (zero-copy plans)\n"
+    "  --no-contention   ops crossing one NIC at once do not share it\n"
+    "  --trace FILE      the timeline as a Chrome trace (Perfetto, chrome://tracing)\n"
+    "  --write FILE      the workload as JSON\n"
+    "  --csv FILE        the sweep's or comparison's rows as CSV (perf/plot_workload.py plots it)\n"
+    "exit codes: 0 ok, 1 simulation or I/O failure, 2 usage\n";
+
+int usage(const std::string& why) {
+  std::fprintf(stderr, "tessera_sim: %s\n%s", why.c_str(), kUsage);
+  return kExitUsage;
+}
+int failed(const char* what) {
+  std::fprintf(stderr, "tessera_sim: %s: %s\n", what, lastErrorMessage());
+  return kExitFailed;
+}
+bool parseInt(const char* s, long lo, long hi, int* out) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+bool writeFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  return static_cast<bool>(out);
+}
+
+struct Row {
+  std::string label;
+  TransformerSpec spec;
+  StepReport rep;
+};
+
+void printReport(const Workload& w, const StepReport& r) {
+  std::printf("# workload %s: %zu simulated ranks standing for %d GPUs (%s on %s, %d nodes)\n",
+              w.name.c_str(), w.ranks.size(), w.totalGpus(), w.gpu.c_str(), w.platform.c_str(),
+              w.nodes);
+  std::printf("step time            %12.3f ms\n", r.stepUs / 1e3);
+  std::printf("TFLOP/s per GPU      %12.1f (%.1f%% of the bf16 dense peak; %s FLOPs)\n",
+              r.tflopsPerGpu, r.percentOfPeak, w.modelFlops > 0 ? "the model's" : "executed");
+  std::printf(
+      "exposed comm         %12.3f ms on the most exposed rank, %.3f ms mean (%.1f%% of "
+      "the step)\n",
+      r.exposedUs / 1e3, r.exposedMeanUs / 1e3,
+      r.stepUs > 0 ? 100 * r.exposedMeanUs / r.stepUs : 0.0);
+  std::printf("# collectives (simulated once each, the plan tessera runs):\n");
+  for (const CollectiveCost& c : r.collectives)
+    std::printf("#   %-52s %10.1f us  x%-6d %s\n", c.what.c_str(), c.us, c.calls, c.plan.c_str());
+  std::printf("# %llu events in %.2f s (collectives' simulations %.2f s)\n",
+              static_cast<unsigned long long>(r.events), r.wallSeconds, r.collectiveSeconds);
+}
+
+}  // namespace
+
+int workloadMain(int argc, char** argv) {
+  TransformerSpec sp;
+  std::string source, traceFile, writeTo, csvFile;
+  EngineOptions opt;
+  bool sweep = false, compareSchedules = false, platformGiven = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    const char* v = nullptr;
+    auto value = [&]() {
+      if (i + 1 >= argc) return false;
+      v = argv[++i];
+      return true;
+    };
+    auto intArg = [&](long lo, long hi, int* out) {
+      if (!value()) return false;
+      return parseInt(v, lo, hi, out);
+    };
+    if (a == "--help" || a == "-h") {
+      std::printf("%s", kUsage);
+      return kExitOk;
+    } else if (a == "--workload") {
+      if (!value()) return usage("--workload needs a file or gpt");
+      source = v;
+    } else if (a == "--sp") {
+      sp.sequenceParallel = true;
+    } else if (a == "--recompute") {
+      sp.recompute = true;
+    } else if (a == "--flash") {
+      sp.flashAttention = true;
+    } else if (a == "--zero") {
+      sp.dpMode = DpMode::kZero;
+    } else if (a == "--dp-overlap") {
+      sp.dpOverlap = true;
+    } else if (a == "--inference") {
+      sp.inference = true;
+    } else if (a == "--unfold") {
+      sp.unfold = true;
+    } else if (a == "--sweep") {
+      sweep = true;
+    } else if (a == "--compare-schedules") {
+      compareSchedules = true;
+    } else if (a == "--registered") {
+      opt.registered = true;
+    } else if (a == "--no-contention") {
+      opt.nicContention = false;
+    } else if (a == "--layers") {
+      if (!intArg(1, 100000, &sp.layers)) return usage("--layers: expected 1..100000");
+    } else if (a == "--hidden") {
+      if (!intArg(1, 1 << 20, &sp.hidden)) return usage("--hidden: expected a size");
+    } else if (a == "--heads") {
+      if (!intArg(1, 1 << 16, &sp.heads)) return usage("--heads: expected a count");
+    } else if (a == "--ffn") {
+      if (!intArg(1, 1 << 22, &sp.ffn)) return usage("--ffn: expected a size");
+    } else if (a == "--seq") {
+      if (!intArg(1, 1 << 24, &sp.seq)) return usage("--seq: expected a length");
+    } else if (a == "--vocab") {
+      if (!intArg(1, 1 << 24, &sp.vocab)) return usage("--vocab: expected a size");
+    } else if (a == "--micro-batch") {
+      if (!intArg(1, 1 << 20, &sp.microBatch)) return usage("--micro-batch: expected a count");
+    } else if (a == "--global-batch") {
+      if (!intArg(1, 1 << 24, &sp.globalBatch)) return usage("--global-batch: expected a count");
+    } else if (a == "--tp") {
+      if (!intArg(1, 1 << 16, &sp.tp)) return usage("--tp: expected a count");
+    } else if (a == "--pp") {
+      if (!intArg(1, 1 << 16, &sp.pp)) return usage("--pp: expected a count");
+    } else if (a == "--dp") {
+      if (!intArg(1, 1 << 20, &sp.dp)) return usage("--dp: expected a count");
+    } else if (a == "--domino-split") {
+      if (!intArg(1, 64, &sp.dominoSplit)) return usage("--domino-split: expected 1..64");
+    } else if (a == "--schedule") {
+      if (!value() || tpScheduleParse(v, &sp.schedule) != tsrSuccess)
+        return usage("--schedule: expected serial, domino or fused");
+    } else if (a == "--gpu") {
+      if (!value()) return usage("--gpu needs a value");
+      sp.gpu = v;
+    } else if (a == "--platform") {
+      if (!value()) return usage("--platform needs a value");
+      sp.platform = v;
+      platformGiven = true;
+    } else if (a == "--trace") {
+      if (!value()) return usage("--trace needs a file");
+      traceFile = v;
+    } else if (a == "--write") {
+      if (!value()) return usage("--write needs a file");
+      writeTo = v;
+    } else if (a == "--csv") {
+      if (!value()) return usage("--csv needs a file");
+      csvFile = v;
+    } else {
+      return usage("unknown option " + a + " (with --workload)");
+    }
+  }
+  if (source.empty()) return usage("--workload needs a file or gpt");
+  if (source != "gpt") {
+    Workload w;
+    if (readWorkloadFile(source, &w) != tsrSuccess) return failed("--workload");
+    StepReport r;
+    opt.keepTimeline = !traceFile.empty();
+    if (simulateWorkload(w, opt, &r) != tsrSuccess) return failed("simulation");
+    printReport(w, r);
+    if (!traceFile.empty() && !writeFile(traceFile, chromeTrace(w, r))) {
+      std::fprintf(stderr, "tessera_sim: --trace %s: cannot write\n", traceFile.c_str());
+      return kExitFailed;
+    }
+    return kExitOk;
+  }
+  if (!platformGiven) {
+    // The platform of the GPU's own DGX / HGX node.
+    if (sp.gpu == "a100") sp.platform = "dgx-a100";
+    if (sp.gpu == "h800") sp.platform = "hgx-h800";
+    if (sp.gpu == "h200") sp.platform = "hgx-h200";
+  }
+  sp.name = "gpt-l" + std::to_string(sp.layers) + "-h" + std::to_string(sp.hidden);
+  std::vector<Row> rows;
+  if (sweep) {
+    const int gpus = sp.gpus();
+    for (int tp = 1; tp <= sp.gpusPerNode; tp *= 2)
+      for (int pp = 1; pp <= sp.layers && tp * pp <= gpus; ++pp) {
+        if (gpus % (tp * pp) != 0 || sp.layers % pp != 0) continue;
+        TransformerSpec s = sp;
+        s.tp = tp;
+        s.pp = pp;
+        s.dp = gpus / (tp * pp);
+        if (s.globalBatch % (s.microBatch * s.dp) != 0 || s.heads % tp != 0) continue;
+        rows.push_back(
+            {"tp" + std::to_string(tp) + " pp" + std::to_string(pp) + " dp" + std::to_string(s.dp),
+             s,
+             {}});
+      }
+  } else if (compareSchedules) {
+    for (TpSchedule t : {TpSchedule::kSerial, TpSchedule::kDomino, TpSchedule::kFused}) {
+      TransformerSpec s = sp;
+      s.schedule = t;
+      rows.push_back({tpScheduleName(t), s, {}});
+    }
+  } else {
+    rows.push_back({tpScheduleName(sp.schedule), sp, {}});
+  }
+  const bool single = rows.size() == 1;
+  opt.keepTimeline = single && !traceFile.empty();
+  std::string csv = "config,tp,pp,dp,schedule,step_ms,tflops_per_gpu,percent_peak,exposed_ms\n";
+  for (Row& row : rows) {
+    Workload w;
+    if (makeTransformerStep(row.spec, &w) != tsrSuccess) {
+      if (single) return failed("--workload gpt");
+      std::printf("# %s: %s\n", row.label.c_str(), lastErrorMessage());
+      row.rep.stepUs = -1;
+      continue;
+    }
+    if (single && !writeTo.empty() && !writeFile(writeTo, workloadToJson(w))) {
+      std::fprintf(stderr, "tessera_sim: --write %s: cannot write\n", writeTo.c_str());
+      return kExitFailed;
+    }
+    if (simulateWorkload(w, opt, &row.rep) != tsrSuccess) {
+      if (single) return failed("simulation");
+      std::printf("# %s: %s\n", row.label.c_str(), lastErrorMessage());
+      row.rep.stepUs = -1;
+      continue;
+    }
+    if (single) {
+      printReport(w, row.rep);
+      if (!traceFile.empty() && !writeFile(traceFile, chromeTrace(w, row.rep))) {
+        std::fprintf(stderr, "tessera_sim: --trace %s: cannot write\n", traceFile.c_str());
+        return kExitFailed;
+      }
+    }
+  }
+  if (!single) {
+    std::printf("# %s: %d GPUs (%s on %s), global batch %d, micro-batch %d\n", sp.name.c_str(),
+                sp.gpus(), sp.gpu.c_str(), sp.platform.c_str(), sp.globalBatch, sp.microBatch);
+    std::printf("# %-20s %12s %10s %8s %12s %8s\n", "config", "step (ms)", "TFLOP/s", "% peak",
+                "exposed (ms)", "vs first");
+    double base = 0;
+    for (const Row& row : rows) {
+      if (row.rep.stepUs < 0) continue;
+      if (base == 0) base = row.rep.stepUs;
+      std::printf("  %-20s %12.2f %10.1f %8.1f %12.2f %7.2fx\n", row.label.c_str(),
+                  row.rep.stepUs / 1e3, row.rep.tflopsPerGpu, row.rep.percentOfPeak,
+                  row.rep.exposedMeanUs / 1e3, base / row.rep.stepUs);
+      char line[256];
+      std::snprintf(line, sizeof line, "%s,%d,%d,%d,%s,%.4f,%.3f,%.3f,%.4f\n", row.label.c_str(),
+                    row.spec.tp, row.spec.pp, row.spec.dp, tpScheduleName(row.spec.schedule),
+                    row.rep.stepUs / 1e3, row.rep.tflopsPerGpu, row.rep.percentOfPeak,
+                    row.rep.exposedMeanUs / 1e3);
+      csv += line;
+    }
+  }
+  if (!csvFile.empty() && !writeFile(csvFile, csv)) {
+    std::fprintf(stderr, "tessera_sim: --csv %s: cannot write\n", csvFile.c_str());
+    return kExitFailed;
+  }
+  return kExitOk;
+}

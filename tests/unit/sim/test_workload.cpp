@@ -1,0 +1,479 @@
+// The workload simulator (workload/): the reader refuses malformed and cyclic graphs with a
+// sentence; the compute model's arithmetic against hand-computed values; small steps against
+// hand-computed times (sequential, overlapped, NIC contention, deadlock); the transformer
+// generator's dependency order (serial, Domino, fused, 1F1B); a folded step equals the same step
+// with every GPU simulated; the fused model's timeline against its closed form.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "collectives/sim/platform.hpp"
+#include "core/status.hpp"
+#include "fused/sim/fused_model.hpp"
+#include "workload/compute.hpp"
+#include "workload/engine.hpp"
+#include "workload/transformer.hpp"
+#include "workload/workload.hpp"
+
+namespace tessera::workload {
+namespace {
+
+std::string refusal(const std::string& text) {
+  Workload w;
+  Result r = workloadFromJson(text, "test.json", &w);
+  EXPECT_NE(r, tsrSuccess) << "accepted: " << text;
+  return r == tsrSuccess ? "" : lastErrorMessage();
+}
+
+std::string wrap(const std::string& ops, const std::string& groups = "[]") {
+  return R"({"format": "tessera-workload", "version": 1, "groups": )" + groups +
+         R"(, "ranks": [{"gpu": 0, "ops": )" + ops + R"(}, {"gpu": 1, "ops": []}]})";
+}
+
+TEST(WorkloadReader, MalformedAndCyclicGraphsAreRefusedWithASentence) {
+  EXPECT_NE(refusal("{not json").find("not JSON"), std::string::npos);
+  EXPECT_NE(refusal(R"({"format": "tessera-plan", "version": 1, "ranks": []})").find("format"),
+            std::string::npos);
+  EXPECT_NE(refusal(wrap(R"([{"op": "gemm", "m": 1, "n": 1, "k": 1, "flavour": 2}])"))
+                .find("unknown field \"flavour\""),
+            std::string::npos);
+  EXPECT_NE(refusal(wrap(R"([{"op": "gemm", "m": 1, "n": 1}])")).find("missing field \"k\""),
+            std::string::npos);
+  EXPECT_NE(refusal(wrap(R"([{"op": "gemm", "m": -4, "n": 1, "k": 1}])")).find("\"m\""),
+            std::string::npos);
+  EXPECT_NE(refusal(wrap(R"([{"op": "teleport"}])")).find("unknown op \"teleport\""),
+            std::string::npos);
+  EXPECT_NE(refusal(wrap(R"([{"op": "allreduce", "group": "tp", "bytes": 8}])"))
+                .find("no group is named \"tp\""),
+            std::string::npos);
+  EXPECT_NE(refusal(wrap(R"([{"id": "a", "op": "memory", "bytes": 8, "after": ["z"]}])"))
+                .find("\"after\" names \"z\""),
+            std::string::npos);
+  EXPECT_NE(refusal(wrap(R"([{"id": "a", "op": "memory", "bytes": 8},
+                             {"id": "a", "op": "memory", "bytes": 8}])"))
+                .find("taken"),
+            std::string::npos);
+  EXPECT_NE(refusal(wrap(R"([{"op": "send", "peer": 0, "bytes": 8}])")).find("not another rank"),
+            std::string::npos);
+  EXPECT_NE(refusal(wrap(R"([{"op": "allreduce", "group": "g", "bytes": 8}])",
+                         R"([{"name": "g", "ranks": [1]}])"))
+                .find("not in group"),
+            std::string::npos);
+  EXPECT_NE(refusal(wrap(R"([])", R"([{"name": "g", "ranks": [0, 0]}])")).find("twice"),
+            std::string::npos);
+  // Cycles: through `after` on two streams, and through a stream's order.
+  EXPECT_NE(refusal(wrap(R"([{"id": "a", "op": "memory", "bytes": 8, "stream": "x", "after": ["b"]},
+                             {"id": "b", "op": "memory", "bytes": 8, "stream": "y", "after": ["a"]}])"))
+                .find("cycle"),
+            std::string::npos);
+  EXPECT_NE(refusal(wrap(R"([{"id": "a", "op": "memory", "bytes": 8, "after": ["b"]},
+                             {"id": "b", "op": "memory", "bytes": 8}])"))
+                .find("cycle"),
+            std::string::npos);
+  EXPECT_NE(
+      refusal(wrap(R"([{"id": "a", "op": "memory", "bytes": 8, "after": ["a"]}])")).find("itself"),
+      std::string::npos);
+  // Fused operations stay inside a node.
+  EXPECT_NE(refusal(wrap(R"([{"op": "gemm_rs", "group": "g", "m": 8, "n": 8, "k": 8}])",
+                         R"([{"name": "g", "ranks": [0], "size": 16, "nodes": 2}])"))
+                .find("inside one node"),
+            std::string::npos);
+  EXPECT_NE(refusal("{}").find("missing field"), std::string::npos);
+}
+
+TEST(WorkloadReader, GeneratedStepsRoundTripThroughJson) {
+  TransformerSpec sp;
+  sp.layers = 2;
+  sp.hidden = 256;
+  sp.heads = 4;
+  sp.seq = 128;
+  sp.vocab = 512;
+  sp.tp = 2;
+  sp.pp = 2;
+  sp.dp = 2;
+  sp.globalBatch = 8;
+  sp.schedule = TpSchedule::kDomino;
+  Workload w, back;
+  ASSERT_EQ(makeTransformerStep(sp, &w), tsrSuccess) << lastErrorMessage();
+  ASSERT_EQ(workloadFromJson(workloadToJson(w), "round trip", &back), tsrSuccess)
+      << lastErrorMessage();
+  ASSERT_EQ(back.ranks.size(), w.ranks.size());
+  for (size_t r = 0; r < w.ranks.size(); ++r) {
+    ASSERT_EQ(back.ranks[r].ops.size(), w.ranks[r].ops.size());
+    for (size_t i = 0; i < w.ranks[r].ops.size(); ++i) {
+      EXPECT_EQ(back.ranks[r].ops[i].id, w.ranks[r].ops[i].id);
+      EXPECT_EQ(back.ranks[r].ops[i].after, w.ranks[r].ops[i].after);
+    }
+  }
+  EXPECT_EQ(workloadToJson(back), workloadToJson(w));
+}
+
+// ---- The compute model ----
+
+GpuModel simpleGpu() {
+  GpuModel g;
+  g.name = "test";
+  g.source = "test";
+  g.sms = 4;
+  g.bf16Tflops = 4.0;  // 4 TFLOP/s: 1e6 FLOP per microsecond per SM
+  g.memGBs = 1000;     // 1e6 bytes per microsecond
+  g.gemmEfficiency = 1;
+  g.attentionEfficiency = 0.5;
+  g.memEfficiency = 1;
+  g.tileM = 128;
+  g.tileN = 128;
+  g.launchUs = 0;
+  return g;
+}
+
+TEST(ComputeModel, GemmTimeIsWavesOfTilesOrItsBytesFromMemory) {
+  GpuModel g = simpleGpu();
+  // 256 x 256 x 1024: 4 tiles on 4 SMs, one wave of 2*128*128*1024 FLOPs at 1e6 FLOP/us.
+  GemmShape s{256, 256, 1024, 1, DType::kBf16};
+  EXPECT_EQ(gemmTiles(g, s), 4u);
+  EXPECT_EQ(gemmWaves(g, s, 4), 1u);
+  EXPECT_NEAR(gemmUs(g, s), 2.0 * 128 * 128 * 1024 / 1e6, 1e-9);
+  // One more row of tiles (257 rows): 6 tiles, two waves, twice the time (wave quantization).
+  GemmShape t{257, 256, 1024, 1, DType::kBf16};
+  EXPECT_EQ(gemmTiles(g, t), 6u);
+  EXPECT_NEAR(gemmUs(g, t), 2 * gemmUs(g, s), 1e-9);
+  // A collective's CTA holding one SM: 4 tiles on 3 SMs take two waves.
+  EXPECT_NEAR(gemmUs(g, s, Interference{1, 0}), 2 * gemmUs(g, s), 1e-9);
+  // k = 1: memory-bound, (256*1 + 1*256 + 256*256) * 2 bytes at 1e6 B/us.
+  GemmShape thin{256, 256, 1, 1, DType::kBf16};
+  EXPECT_NEAR(gemmUs(g, thin), (256.0 + 256 + 65536) * 2 / 1e6, 1e-12);
+  EXPECT_NEAR(gemmFlops(s), 2.0 * 256 * 256 * 1024, 1e-3);
+  // Memory: bytes over the bandwidth left beside a collective's copies.
+  EXPECT_NEAR(memoryUs(g, 2e6), 2.0, 1e-12);
+  EXPECT_NEAR(memoryUs(g, 2e6, Interference{0, 500}), 4.0, 1e-12);
+  // Attention: flops at the peak times its efficiency, or bytes, whichever is longer.
+  EXPECT_NEAR(attentionUs(g, 4e6, 1.0, DType::kBf16), 4e6 / (4e6 * 0.5), 1e-12);
+  EXPECT_NEAR(attentionUs(g, 1.0, 8e6, DType::kBf16), 8.0, 1e-12);
+}
+
+TEST(ComputeModel, PresetsNameTheirSources) {
+  for (const std::string& name : gpuModelNames()) {
+    GpuModel g;
+    ASSERT_EQ(gpuModelPreset(name, &g), tsrSuccess);
+    EXPECT_GT(g.sms, 0);
+    EXPECT_GT(g.bf16Tflops, 0);
+    EXPECT_GT(g.gemmEfficiency, 0.5);
+    EXPECT_LE(g.gemmEfficiency, 1.0);
+    EXPECT_NE(g.source.find("datasheet"), std::string::npos) << name;
+    EXPECT_NE(g.source.find("assumed"), std::string::npos) << name;
+  }
+  GpuModel g;
+  EXPECT_NE(gpuModelPreset("tpu", &g), tsrSuccess);
+  EXPECT_NE(std::string(lastErrorMessage()).find("a100, h100, h800, h200"), std::string::npos);
+}
+
+// ---- Small steps against hand-computed times ----
+
+sim::Machine twoNodes() {
+  sim::Machine m;
+  m.name = "test";
+  m.source = "test";
+  m.kind = sim::MachineKind::kGpu;
+  m.nodes = 2;
+  m.ranksPerNode = 2;
+  m.memGBs = 1000;
+  m.intraGBs = 100;
+  m.intraLatencyUs = 1;
+  m.intraEfficiency = 1;
+  m.nicsPerNode = 1;  // both GPUs of a node share one NIC
+  m.nicGBs = 10;      // 1e4 bytes per microsecond
+  m.nicLatencyUs = 1;
+  m.fabricLatencyUs = 0;
+  return m;
+}
+
+Workload parse(const std::string& text) {
+  Workload w;
+  EXPECT_EQ(workloadFromJson(text, "test", &w), tsrSuccess) << lastErrorMessage();
+  return w;
+}
+
+StepReport runOn(const Workload& w, EngineOptions opt = {}) {
+  StepReport rep;
+  EXPECT_EQ(simulateWorkloadOn(w, simpleGpu(), twoNodes(), opt, &rep), tsrSuccess)
+      << lastErrorMessage();
+  return rep;
+}
+
+TEST(WorkloadStep, SequentialOpsAddUpAndOverlappedOnesDoNot) {
+  // Rank 0: 1000 us of memory work, then sends 1e6 bytes to rank 2 (another node: 2 us of
+  // latency + 100 us), which then does 500 us of work. A 50 us collective (fixed) ends it.
+  EngineOptions opt;
+  opt.fixedCollectiveUs = 50;
+  Workload w = parse(R"({"format": "tessera-workload", "version": 1, "nodes": 2,
+    "groups": [{"name": "all", "ranks": [0, 1], "size": 2, "nodes": 2}],
+    "ranks": [
+      {"gpu": 0, "ops": [{"id": "work", "op": "memory", "bytes": 1e9},
+                         {"id": "send", "op": "send", "peer": 1, "bytes": 1e6, "after": ["work"]},
+                         {"id": "ar", "op": "allreduce", "group": "all", "bytes": 8, "after": ["send"]}]},
+      {"gpu": 2, "ops": [{"id": "recv", "op": "recv", "peer": 0, "bytes": 1e6},
+                         {"id": "work", "op": "memory", "bytes": 5e8, "after": ["recv"]},
+                         {"id": "ar", "op": "allreduce", "group": "all", "bytes": 8, "after": ["work"]}]}]})");
+  StepReport r = runOn(w, opt);
+  EXPECT_NEAR(r.stepUs, 1000 + 102 + 500 + 50, 1e-6);
+  // Rank 0 computes 1000 us, communicates through the send, idles while rank 2 works (a wait for
+  // a peer that is not yet communicating is a bubble, not communication), then the all-reduce.
+  EXPECT_NEAR(r.ranks[0].computeUs, 1000, 1e-6);
+  EXPECT_NEAR(r.ranks[0].exposedUs, 102 + 50, 1e-6);
+  EXPECT_NEAR(r.ranks[1].exposedUs, 102 + 50, 1e-6);
+  ASSERT_EQ(r.timeline.size(), 2u);
+  EXPECT_NEAR(r.timeline[1][1].start, 1102, 1e-6);
+
+  // The same send on its own stream beside 1000 us of work: hidden.
+  Workload o = parse(R"({"format": "tessera-workload", "version": 1, "nodes": 2,
+    "ranks": [
+      {"gpu": 0, "ops": [{"id": "send", "op": "send", "peer": 1, "bytes": 1e6, "stream": "pp"},
+                         {"id": "work", "op": "memory", "bytes": 1e9}]},
+      {"gpu": 2, "ops": [{"id": "recv", "op": "recv", "peer": 0, "bytes": 1e6}]}]})");
+  StepReport q = runOn(o);
+  EXPECT_NEAR(q.stepUs, 1000, 1e-6);
+  EXPECT_NEAR(q.ranks[0].exposedUs, 0, 1e-6);
+}
+
+TEST(WorkloadStep, TrafficSharingANicTakesLongerAndTheSwitchTurnsItOff) {
+  // Ranks 0 and 1 share node 0's one NIC: two sends of 1e6 bytes to node 1 at once progress at
+  // half the rate each: 2 us + 200 us, where alone each takes 2 + 100.
+  Workload w = parse(R"({"format": "tessera-workload", "version": 1, "nodes": 2,
+    "ranks": [
+      {"gpu": 0, "ops": [{"op": "send", "peer": 2, "bytes": 1e6}]},
+      {"gpu": 1, "ops": [{"op": "send", "peer": 3, "bytes": 1e6}]},
+      {"gpu": 2, "ops": [{"op": "recv", "peer": 0, "bytes": 1e6}]},
+      {"gpu": 3, "ops": [{"op": "recv", "peer": 1, "bytes": 1e6}]}]})");
+  StepReport shared = runOn(w);
+  EXPECT_NEAR(shared.stepUs, 2 * 102, 1e-6);
+  EngineOptions off;
+  off.nicContention = false;
+  EXPECT_NEAR(runOn(w, off).stepUs, 102, 1e-6);
+}
+
+TEST(WorkloadStep, ADeadlockIsASentenceNamingTheWaits) {
+  Workload w = parse(R"({"format": "tessera-workload", "version": 1, "nodes": 2,
+    "ranks": [
+      {"gpu": 0, "ops": [{"id": "r", "op": "recv", "peer": 1, "bytes": 8},
+                         {"id": "s", "op": "send", "peer": 1, "bytes": 8}]},
+      {"gpu": 2, "ops": [{"id": "r", "op": "recv", "peer": 0, "bytes": 8},
+                         {"id": "s", "op": "send", "peer": 0, "bytes": 8}]}]})");
+  StepReport rep;
+  ASSERT_NE(simulateWorkloadOn(w, simpleGpu(), twoNodes(), {}, &rep), tsrSuccess);
+  std::string why = lastErrorMessage();
+  EXPECT_NE(why.find("deadlocks"), std::string::npos) << why;
+  EXPECT_NE(why.find("rank 0 op \"r\" waits for rank 1's matching send"), std::string::npos) << why;
+}
+
+// ---- The transformer generator ----
+
+TransformerSpec smallGpt() {
+  TransformerSpec sp;
+  sp.layers = 2;
+  sp.hidden = 512;
+  sp.heads = 8;
+  sp.seq = 256;
+  sp.vocab = 1024;
+  sp.microBatch = 2;
+  sp.globalBatch = 8;
+  sp.tp = 2;
+  sp.gpu = "h100";
+  sp.platform = "dgx-h100";
+  return sp;
+}
+
+size_t indexOf(const Rank& r, const std::string& id) {
+  for (size_t i = 0; i < r.ops.size(); ++i)
+    if (r.ops[i].id == id) return i;
+  ADD_FAILURE() << "no op " << id;
+  return 0;
+}
+
+TEST(TransformerSchedules, SerialDominoAndFusedOrderTheirOps) {
+  EngineOptions opt;
+  opt.fixedCollectiveUs = 30;  // closed-form collectives: no SimGrid
+  TransformerSpec sp = smallGpt();
+  // Serial: the all-reduce is on the compute stream between proj and drop1.
+  Workload w;
+  ASSERT_EQ(makeTransformerStep(sp, &w), tsrSuccess) << lastErrorMessage();
+  const Rank& r = w.ranks[0];
+  size_t proj = indexOf(r, "mb0.l0.proj"), ar = indexOf(r, "mb0.l0.ar1");
+  size_t drop = indexOf(r, "mb0.l0.drop1");
+  EXPECT_EQ(ar, proj + 1);
+  EXPECT_EQ(drop, ar + 1);
+  EXPECT_EQ(r.ops[ar].stream, r.ops[proj].stream);
+  StepReport serial;
+  ASSERT_EQ(simulateWorkload(w, opt, &serial), tsrSuccess) << lastErrorMessage();
+  EXPECT_NEAR(serial.timeline[0][drop].start, serial.timeline[0][ar].end, 1e-9);
+  EXPECT_GT(serial.exposedUs, 0);
+
+  // Domino: chunk 0's all-reduce runs on the tp stream beside chunk 1's attention; chunk 0's MLP
+  // waits for it, chunk 1's does not.
+  sp.schedule = TpSchedule::kDomino;
+  Workload d;
+  ASSERT_EQ(makeTransformerStep(sp, &d), tsrSuccess) << lastErrorMessage();
+  const Rank& rd = d.ranks[0];
+  size_t ar0 = indexOf(rd, "mb0.l0c0.ar1"), qkv1 = indexOf(rd, "mb0.l0c1.qkv");
+  size_t mlp0 = indexOf(rd, "mb0.l0c0.drop1"), ar1 = indexOf(rd, "mb0.l0c1.ar1");
+  EXPECT_NE(rd.ops[ar0].stream, rd.ops[qkv1].stream);
+  EXPECT_NE(std::find(rd.ops[mlp0].after.begin(), rd.ops[mlp0].after.end(), ar0),
+            rd.ops[mlp0].after.end());
+  EXPECT_LT(ar0, qkv1);
+  EXPECT_LT(qkv1, mlp0);
+  EXPECT_LT(ar1, mlp0);
+  StepReport domino;
+  ASSERT_EQ(simulateWorkload(d, opt, &domino), tsrSuccess) << lastErrorMessage();
+  EXPECT_LT(domino.timeline[0][ar0].start, domino.timeline[0][qkv1].end);
+  EXPECT_GT(domino.timeline[0][ar0].end, domino.timeline[0][qkv1].start);
+
+  // Fused: no collective ops; GEMM+AllReduce in their place (sequence parallelism: AllGather+GEMM
+  // and GEMM+ReduceScatter).
+  sp.schedule = TpSchedule::kFused;
+  Workload f;
+  ASSERT_EQ(makeTransformerStep(sp, &f), tsrSuccess) << lastErrorMessage();
+  for (const Op& op : f.ranks[0].ops) EXPECT_NE(op.kind, OpKind::kCollective) << op.id;
+  EXPECT_EQ(f.ranks[0].ops[indexOf(f.ranks[0], "mb0.l0.proj_ar")].fused, FusedKind::kGemmAllReduce);
+  sp.sequenceParallel = true;
+  ASSERT_EQ(makeTransformerStep(sp, &f), tsrSuccess) << lastErrorMessage();
+  EXPECT_EQ(f.ranks[0].ops[indexOf(f.ranks[0], "mb0.l0.ag_qkv")].fused, FusedKind::kAllGatherGemm);
+  EXPECT_EQ(f.ranks[0].ops[indexOf(f.ranks[0], "mb0.l0.proj_rs")].fused,
+            FusedKind::kGemmReduceScatter);
+}
+
+TEST(TransformerSchedules, OverlapShortensAStepWhoseCommunicationIsExposed) {
+  // Domino's example model (GPT-3 6.7B, sequence 1024, micro-batch 8) on one DGX-H100 with TP 8,
+  // its collectives simulated on SimGrid: hiding the TP communication must pay.
+  TransformerSpec sp;
+  sp.layers = 4;
+  sp.hidden = 4096;
+  sp.heads = 32;
+  sp.seq = 1024;
+  sp.microBatch = 8;
+  sp.globalBatch = 8;
+  sp.tp = 8;
+  StepReport rep[3];
+  for (TpSchedule t : {TpSchedule::kSerial, TpSchedule::kDomino, TpSchedule::kFused}) {
+    sp.schedule = t;
+    Workload w;
+    ASSERT_EQ(makeTransformerStep(sp, &w), tsrSuccess) << lastErrorMessage();
+    ASSERT_EQ(simulateWorkload(w, {}, &rep[static_cast<int>(t)]), tsrSuccess) << lastErrorMessage();
+  }
+  EXPECT_GT(rep[0].exposedUs, 0.2 * rep[0].stepUs);
+  EXPECT_LT(rep[1].exposedUs, 0.5 * rep[0].exposedUs);
+  EXPECT_GT(rep[0].stepUs / rep[1].stepUs, 1.1);
+  EXPECT_GT(rep[0].stepUs / rep[2].stepUs, 1.05);
+  EXPECT_EQ(rep[2].exposedUs, 0);  // no collective left: the fused ops compute and communicate
+}
+
+TEST(TransformerSchedules, OneForwardOneBackwardAfterTheWarmUp) {
+  TransformerSpec sp = smallGpt();
+  sp.tp = 1;
+  sp.pp = 4;
+  sp.layers = 4;
+  sp.microBatch = 1;
+  sp.globalBatch = 6;
+  Workload w;
+  ASSERT_EQ(makeTransformerStep(sp, &w), tsrSuccess) << lastErrorMessage();
+  ASSERT_EQ(w.ranks.size(), 4u);
+  // Stage s: 3 - s warm-up forwards, then forward and backward in turn, then the backwards.
+  for (int s = 0; s < 4; ++s) {
+    std::string order;
+    for (const Op& op : w.ranks[static_cast<size_t>(s)].ops) {
+      if (op.kind != OpKind::kGemm) continue;
+      if (op.id.find(".l0.qkv") != std::string::npos && op.id.find(".re.") == std::string::npos)
+        order += "F" + op.id.substr(2, op.id.find('.') - 2);
+      if (op.id.find(".l0.b.qkv_dgrad") != std::string::npos)
+        order += "B" + op.id.substr(2, op.id.find('.') - 2);
+    }
+    const char* expected[] = {"F0F1F2F3B0F4B1F5B2B3B4B5", "F0F1F2B0F3B1F4B2F5B3B4B5",
+                              "F0F1B0F2B1F3B2F4B3F5B4B5", "F0B0F1B1F2B2F3B3F4B4F5B5"};
+    EXPECT_EQ(order, expected[s]) << "stage " << s;
+  }
+  EngineOptions opt;
+  opt.fixedCollectiveUs = 10;
+  StepReport rep;
+  ASSERT_EQ(simulateWorkload(w, opt, &rep), tsrSuccess) << lastErrorMessage();
+  EXPECT_GT(rep.stepUs, 0);
+}
+
+TEST(TransformerSchedules, AFoldedStepEqualsTheStepWithEveryGpu) {
+  // 16 GPUs on two nodes: TP 4 inside a node, PP 2, DP 2 across the nodes (each TP rank's DP
+  // traffic on its own NIC rail); collectives in closed form so the comparison is exact.
+  TransformerSpec sp = smallGpt();
+  sp.tp = 4;
+  sp.pp = 2;
+  sp.dp = 2;
+  sp.globalBatch = 8;
+  sp.recompute = true;
+  EngineOptions opt;
+  opt.fixedCollectiveUs = 25;
+  Workload folded, every;
+  ASSERT_EQ(makeTransformerStep(sp, &folded), tsrSuccess) << lastErrorMessage();
+  sp.unfold = true;
+  ASSERT_EQ(makeTransformerStep(sp, &every), tsrSuccess) << lastErrorMessage();
+  EXPECT_EQ(folded.ranks.size(), 2u);
+  EXPECT_EQ(every.ranks.size(), 16u);
+  StepReport a, b;
+  ASSERT_EQ(simulateWorkload(folded, opt, &a), tsrSuccess) << lastErrorMessage();
+  ASSERT_EQ(simulateWorkload(every, opt, &b), tsrSuccess) << lastErrorMessage();
+  EXPECT_NEAR(a.stepUs, b.stepUs, 1e-6 * b.stepUs);
+  EXPECT_NEAR(a.tflopsPerGpu, b.tflopsPerGpu, 1e-6 * b.tflopsPerGpu);
+}
+
+TEST(TransformerSchedules, BadShapesGetASentence) {
+  TransformerSpec sp = smallGpt();
+  Workload w;
+  sp.layers = 3;
+  sp.pp = 2;
+  EXPECT_NE(makeTransformerStep(sp, &w), tsrSuccess);
+  EXPECT_NE(std::string(lastErrorMessage()).find("PP stages"), std::string::npos);
+  sp = smallGpt();
+  sp.tp = 16;
+  EXPECT_NE(makeTransformerStep(sp, &w), tsrSuccess);
+  sp = smallGpt();
+  sp.globalBatch = 7;
+  EXPECT_NE(makeTransformerStep(sp, &w), tsrSuccess);
+  EXPECT_NE(std::string(lastErrorMessage()).find("global batch"), std::string::npos);
+}
+
+// ---- The fused model ----
+
+TEST(FusedModel, TilesWaitForTheirShardAndPutsFollowTheirTiles) {
+  // AllGather+GEMM on 2 ranks, one 128 x 128 tile per segment, 1 SM, 10 us per tile; a shard
+  // (128 rows x 64 columns of K, 2 bytes) takes 16384 B / 1000 B/us = 16.384 us + 1 us.
+  fused::FusedModelInput in;
+  in.op = fused::FusedOp::kAllGatherGemm;
+  in.nranks = 2;
+  in.m = 256;
+  in.n = 128;
+  in.k = 64;
+  in.elemBytes = 2;
+  in.tiles.tileM = 128;
+  in.tiles.tileN = 128;
+  in.sms = 1;
+  in.tileUs = 10;
+  in.linkBytesPerUs = 1000;
+  in.linkLatencyUs = 1;
+  in.memBytesPerUs = 1e9;
+  fused::FusedModelResult r;
+  ASSERT_TRUE(fused::simulateFused(in, &r));
+  EXPECT_EQ(r.tiles, 2u);
+  // The local tile 0..10; the peer's shard lands at 17.384, its tile ends at 27.384.
+  EXPECT_NEAR(r.us, 17.384 + 10, 1e-9);
+  // GEMM+ReduceScatter: the remote segment's tile first (0..10), its 128*128*2 B put takes
+  // 32.768 us + 1, then the own tile (10..20); the last partial lands at 43.768, the reduction
+  // of 3 segments' worth of 32768 B at 1e9 B/us adds ~0.
+  in.op = fused::FusedOp::kGemmReduceScatter;
+  ASSERT_TRUE(fused::simulateFused(in, &r));
+  EXPECT_EQ(r.puts, 1u);
+  EXPECT_NEAR(r.gemmUs, 20, 1e-9);
+  EXPECT_NEAR(r.us, 10 + 32.768 + 1 + 3 * 32768 / 1e9, 1e-9);
+  EXPECT_NEAR(r.commTailUs, r.us - 20, 1e-9);
+  in.m = 255;  // not a multiple of the ranks
+  EXPECT_FALSE(fused::simulateFused(in, &r));
+}
+
+}  // namespace
+}  // namespace tessera::workload

@@ -1,0 +1,71 @@
+// The compute model of the workload simulator (DESIGN.md, "Workloads"): how long one GPU takes for
+// a GEMM, a memory-bound operation or an attention kernel, and how much of it a collective's CTAs
+// running beside it take away.
+//
+// A GEMM C[m x n] = A[m x k] B[k x n] (`batch` of them) is cut into tiles of tileM x tileN; the
+// tiles run in waves of one tile per SM, so a GEMM of 133 tiles on 132 SMs takes two waves (wave
+// quantization), and a tile's last row or column of tiles costs a whole tile (tile quantization).
+// One tile takes 2 * tileM * tileN * k FLOPs at the SM's share of the dense peak times
+// `gemmEfficiency`; the GEMM takes at least the time its operands and result need from memory.
+// A memory-bound operation moves its bytes at memGBs * memEfficiency; attention takes the longer
+// of its FLOPs at the peak times `attentionEfficiency` and its bytes from memory. Every kernel
+// adds `launchUs`.
+//
+// Interference: a collective beside a kernel holds `commSms` SMs (its CTAs) and a share of the
+// memory bandwidth; the GEMM's waves then run on the SMs left (recomputed quantization), a
+// memory-bound kernel gets the bandwidth left. Every constant of a preset names its source.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.hpp"
+
+namespace tessera::workload {
+
+enum class DType : uint8_t { kBf16, kFp16, kFp32, kTf32, kFp8 };
+const char* dtypeName(DType t);
+Result dtypeParse(const std::string& s, DType* out);
+int dtypeBytes(DType t);
+
+struct GpuModel {
+  std::string name;
+  std::string source;  // where every number below comes from
+  int sms = 0;
+  // Dense tensor-core peak per type, TFLOP/s (fp32: the CUDA cores, no tensor cores).
+  double bf16Tflops = 0, fp16Tflops = 0, tf32Tflops = 0, fp8Tflops = 0, fp32Tflops = 0;
+  double memGBs = 0;               // HBM bandwidth, GB/s
+  double gemmEfficiency = 1;       // the best large GEMM's share of the peak (measured, cited)
+  double attentionEfficiency = 1;  // attention kernels' share of the peak
+  double memEfficiency = 1;        // the share of memGBs a streaming kernel reaches
+  int tileM = 128, tileN = 256;    // the GEMM's CTA tile
+  double launchUs = 0;             // per kernel
+  double peakTflops(DType t) const;
+};
+
+// Names accepted by gpuModelPreset: a100, h100, h800, h200.
+const std::vector<std::string>& gpuModelNames();
+Result gpuModelPreset(const std::string& name, GpuModel* out);
+
+// Work shared with a collective on the same GPU while a kernel runs.
+struct Interference {
+  int commSms = 0;        // SMs the collective's CTAs hold
+  double commMemGBs = 0;  // memory bandwidth its copies and reductions use
+};
+
+struct GemmShape {
+  uint64_t m = 0, n = 0, k = 0, batch = 1;
+  DType dtype = DType::kBf16;
+};
+double gemmFlops(const GemmShape& g);
+// Tiles and waves of a GEMM on `sms` SMs.
+uint64_t gemmTiles(const GpuModel& gpu, const GemmShape& g);
+uint64_t gemmWaves(const GpuModel& gpu, const GemmShape& g, int sms);
+// Time in microseconds (launch included).
+double gemmUs(const GpuModel& gpu, const GemmShape& g, const Interference& with = {});
+double memoryUs(const GpuModel& gpu, double bytes, const Interference& with = {});
+double attentionUs(const GpuModel& gpu, double flops, double bytes, DType t,
+                   const Interference& with = {});
+
+}  // namespace tessera::workload

@@ -1,0 +1,87 @@
+// The workload simulator's engine (DESIGN.md, "Workloads"): runs a workload's ranks on a GPU
+// model (compute.hpp) and a machine (collectives/sim/platform.hpp) and reports the step.
+//
+// How it runs (a fluid discrete-event simulation):
+// - an op starts when its stream's previous op and its `after` ops have ended; a collective or
+//   fused op when every member of its group has reached it; a send and its recv together;
+// - a compute op's time comes from compute.hpp; several compute ops on one GPU share it equally;
+//   while a collective of the rank runs beside it, the kernel runs on the SMs the collective's
+//   CTAs leave and the memory bandwidth its copies leave (its rate drops to the ratio of the two
+//   times);
+// - a collective's time is what tessera runs for it on the machine: the tuner's choice for device
+//   buffers (or windows), simulated by collectives/sim on SimGrid for a machine shaped like the
+//   group (its size and node span), once per distinct (collective, size, span, bytes) and reused;
+//   above `maxSimulatedBytes` a call is the simulated time of that size scaled by its bytes;
+// - between nodes, collectives and sends that are running at once on one NIC share it: each
+//   progresses at 1 / (the ops on its busiest NIC), so data-parallel traffic beside pipeline
+//   sends slows both down;
+// - a send or recv takes the route's latency plus its bytes over the narrowest link;
+// - a fused op takes the fused layer's own tile order through fused/sim/fused_model.hpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "collectives/sim/platform.hpp"
+#include "core/status.hpp"
+#include "workload/compute.hpp"
+#include "workload/workload.hpp"
+
+namespace tessera::workload {
+
+struct EngineOptions {
+  bool registered = false;  // collectives on windows (zero-copy plans may be chosen)
+  int commSms = 8;          // a collective's CTAs (the device executor's grid)
+  uint64_t maxSimulatedBytes = 1ull << 30;
+  bool nicContention = true;  // off: every op has its NICs to itself
+  bool keepTimeline = true;   // op start/end per rank (the trace needs it)
+  // Collective times by key, to skip SimGrid (tests with closed forms set this):
+  // microseconds = fixedCollectiveUs when >= 0.
+  double fixedCollectiveUs = -1;
+};
+
+struct OpSpan {
+  double start = 0, end = 0;
+};
+
+struct RankStats {
+  double computeUs = 0;  // time with at least one compute op running
+  double commUs = 0;     // time with at least one communication op running
+  double exposedUs = 0;  // communication running and no compute
+  double flops = 0;      // executed by this rank (one GPU of it)
+};
+
+struct CollectiveCost {
+  std::string what;  // "allreduce n8 x1 node 16777216 B"
+  std::string plan;  // the plan tessera runs
+  double us = 0;
+  int calls = 0;
+};
+
+struct StepReport {
+  double stepUs = 0;
+  double flopsPerGpu = 0;  // the model's FLOPs (or executed) per GPU
+  double tflopsPerGpu = 0;
+  double percentOfPeak = 0;  // of the GPU's dense peak for bf16
+  double exposedUs = 0;      // the rank with the most exposed communication
+  double exposedMeanUs = 0;  // weighted by the ranks' weights
+  std::vector<RankStats> ranks;
+  std::vector<std::vector<OpSpan>> timeline;  // [rank][op]
+  std::vector<CollectiveCost> collectives;
+  uint64_t events = 0;
+  double wallSeconds = 0;
+  double collectiveSeconds = 0;  // host time of the collectives' simulations
+};
+
+// Runs the workload; the GPU and machine come from its "gpu" and "platform" (nodes from it).
+Result simulateWorkload(const Workload& w, const EngineOptions& opt, StepReport* out);
+// Same, on a given GPU model and machine (tests, machine files).
+Result simulateWorkloadOn(const Workload& w, const GpuModel& gpu, const sim::Machine& machine,
+                          const EngineOptions& opt, StepReport* out);
+
+// The timeline as a Chrome trace (chrome://tracing, Perfetto): a process per rank, a thread per
+// stream, one complete event per op.
+std::string chromeTrace(const Workload& w, const StepReport& rep);
+
+}  // namespace tessera::workload

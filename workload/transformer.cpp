@@ -1,0 +1,543 @@
+// The transformer step generator (transformer.hpp).
+#include "workload/transformer.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/log.hpp"
+
+namespace tessera::workload {
+namespace {
+constexpr Subsys kLogSubsys = Subsys::kColl;
+constexpr int kAct = 2;  // activations and weights in bf16
+
+struct Groups {
+  int tp = -1, dp = -1, emb = -1;
+};
+
+// One simulated rank's program.
+struct Emitter {
+  const TransformerSpec& sp;
+  Rank& rk;
+  Groups g;
+  int stage;
+  int prevRank = -1, nextRank = -1;  // simulated ranks of the neighbouring stages
+  uint16_t compute, tpStream, dpStream, sendStream, recvStream;
+  int64_t last = -1;  // the compute stream's last op (the next one follows it anyway)
+
+  Emitter(const TransformerSpec& s, Rank& r, Groups gr, int st) : sp(s), rk(r), g(gr), stage(st) {
+    compute = streamOf(rk, "compute");
+    tpStream = streamOf(rk, "tp");
+    dpStream = streamOf(rk, "dp");
+    sendStream = streamOf(rk, "pp-send");
+    recvStream = streamOf(rk, "pp-recv");
+  }
+
+  uint32_t push(Op op, const std::string& id, uint16_t stream,
+                std::initializer_list<int64_t> after = {}) {
+    op.id = id;
+    op.stream = stream;
+    for (int64_t a : after)
+      if (a >= 0) op.after.push_back(static_cast<uint32_t>(a));
+    rk.ops.push_back(std::move(op));
+    uint32_t i = static_cast<uint32_t>(rk.ops.size() - 1);
+    if (stream == compute) last = i;
+    return i;
+  }
+  uint32_t gemm(const std::string& id, uint64_t m, uint64_t n, uint64_t k, uint64_t batch = 1,
+                std::initializer_list<int64_t> after = {}) {
+    Op op;
+    op.kind = OpKind::kGemm;
+    op.gemm = GemmShape{m, n, k, batch, DType::kBf16};
+    return push(op, id, compute, after);
+  }
+  uint32_t memory(const std::string& id, double bytes, std::initializer_list<int64_t> after = {}) {
+    Op op;
+    op.kind = OpKind::kMemory;
+    op.bytes = bytes;
+    return push(op, id, compute, after);
+  }
+  void afterAll(uint32_t op, const std::vector<int64_t>& waits) {
+    for (int64_t a : waits)
+      if (a >= 0) rk.ops[op].after.push_back(static_cast<uint32_t>(a));
+  }
+  uint32_t attention(const std::string& id, double flops, double bytes,
+                     std::initializer_list<int64_t> after = {}) {
+    Op op;
+    op.kind = OpKind::kAttention;
+    op.flops = flops;
+    op.bytes = bytes;
+    return push(op, id, compute, after);
+  }
+  uint32_t collective(const std::string& id, Collective c, int group, double bytes, uint16_t stream,
+                      std::initializer_list<int64_t> after = {}) {
+    Op op;
+    op.kind = OpKind::kCollective;
+    op.collective = c;
+    op.group = group;
+    op.bytes = bytes;
+    return push(op, id, stream, after);
+  }
+  uint32_t fused(const std::string& id, FusedKind f, uint64_t m, uint64_t n, uint64_t k,
+                 std::initializer_list<int64_t> after = {}) {
+    Op op;
+    op.kind = OpKind::kFused;
+    op.fused = f;
+    op.group = g.tp;
+    op.gemm = GemmShape{m, n, k, 1, DType::kBf16};
+    return push(op, id, compute, after);
+  }
+  uint32_t p2p(const std::string& id, OpKind kind, int peer, double bytes,
+               std::initializer_list<int64_t> after = {}) {
+    Op op;
+    op.kind = kind;
+    op.peer = peer;
+    op.bytes = bytes;
+    return push(op, id, kind == OpKind::kSend ? sendStream : recvStream, after);
+  }
+
+  // ---- One layer ----
+  // A TP communication after a GEMM: on the compute stream (serial) or the tp stream, which the
+  // chunk's next compute op then waits for (domino). Returns the op the next block waits for.
+  int64_t tpComm(const std::string& id, Collective c, double bytes, bool onTpStream) {
+    if (sp.tp == 1) return -1;
+    if (!onTpStream) {
+      collective(id, c, g.tp, bytes, compute);
+      return -1;
+    }
+    return collective(id, c, g.tp, bytes, tpStream, {last});
+  }
+
+  // Forward of one layer for a chunk of `tokens` tokens (of a micro-batch of `batch` sequences of
+  // `seq`; Domino's chunks split the tokens). `waitIn`: the op the chunk's first compute op waits
+  // for; returns the op the chunk's next layer must wait for.
+  // One block (0: attention, 1: MLP) of one layer's forward for a chunk.
+  int64_t forwardBlock(const std::string& p, int block, uint64_t tokens, double attnScale,
+                       int64_t waitIn, bool domino) {
+    const uint64_t H = static_cast<uint64_t>(sp.hidden), T = static_cast<uint64_t>(sp.tp);
+    const uint64_t F = static_cast<uint64_t>(sp.ffnSize()), A = static_cast<uint64_t>(sp.heads);
+    const uint64_t S = static_cast<uint64_t>(sp.seq), B = static_cast<uint64_t>(sp.microBatch);
+    const bool spar = sp.sequenceParallel && sp.tp > 1;
+    const bool fusedOps = sp.schedule == TpSchedule::kFused && sp.tp > 1;
+    const double lnTokens = spar ? static_cast<double>(tokens) / T : static_cast<double>(tokens);
+    const double actBytes = static_cast<double>(tokens) * H * kAct;
+    int64_t wait = -1;
+    if (block == 0) {
+      memory(p + "ln1", 2 * lnTokens * H * kAct, {waitIn});
+      if (spar && !fusedOps) tpComm(p + "ag1", Collective::kAllGather, actBytes, false);
+      if (fusedOps && spar)
+        fused(p + "ag_qkv", FusedKind::kAllGatherGemm, tokens, 3 * H / T, H);
+      else
+        gemm(p + "qkv", tokens, 3 * H / T, H);
+      attentionCore(p, attnScale, false);
+      if (fusedOps) {
+        fused(p + (spar ? "proj_rs" : "proj_ar"),
+              spar ? FusedKind::kGemmReduceScatter : FusedKind::kGemmAllReduce, tokens, H, H / T);
+      } else {
+        gemm(p + "proj", tokens, H, H / T);
+        wait = tpComm(p + (spar ? "rs1" : "ar1"),
+                      spar ? Collective::kReduceScatter : Collective::kAllReduce, actBytes, domino);
+      }
+      return wait;
+    }
+    // MLP block: waits for the attention block's collective (domino: only this chunk's).
+    memory(p + "drop1", 3 * lnTokens * H * kAct, {waitIn});
+    memory(p + "ln2", 2 * lnTokens * H * kAct);
+    if (spar && !fusedOps) tpComm(p + "ag2", Collective::kAllGather, actBytes, false);
+    if (fusedOps && spar)
+      fused(p + "ag_fc1", FusedKind::kAllGatherGemm, tokens, F / T, H);
+    else
+      gemm(p + "fc1", tokens, F / T, H);
+    memory(p + "gelu", 2.0 * tokens * F / T * kAct);
+    if (fusedOps) {
+      fused(p + (spar ? "fc2_rs" : "fc2_ar"),
+            spar ? FusedKind::kGemmReduceScatter : FusedKind::kGemmAllReduce, tokens, H, F / T);
+    } else {
+      gemm(p + "fc2", tokens, H, F / T);
+      wait = tpComm(p + (spar ? "rs2" : "ar2"),
+                    spar ? Collective::kReduceScatter : Collective::kAllReduce, actBytes, domino);
+    }
+    (void)B;
+    (void)S;
+    (void)A;
+    return wait;  // the residual add of the next layer's first op waits for it
+  }
+
+  // Attention's core: FlashAttention as one kernel, or Megatron-LM's batched GEMMs (QK^T, PV)
+  // around a fused softmax and dropout. attnScale: the chunk's share of the sequence's queries.
+  void attentionCore(const std::string& p, double attnScale, bool backward) {
+    const double H = sp.hidden, T = sp.tp, S = sp.seq, B = sp.microBatch, A = sp.heads;
+    const double heads = A / T, dh = H / A;
+    if (sp.flashAttention) {
+      double flops = 4 * B * S * S * H / T * attnScale;  // QK^T and PV, 2 FLOPs per MAC
+      double bytes = 4 * B * S * H / T * kAct * attnScale;
+      if (backward)
+        attention(p + "attn_bwd", 2.5 * flops, 2.5 * bytes);  // the backward recomputes QK^T
+      else
+        attention(p + "attn", flops, bytes);
+      return;
+    }
+    const uint64_t batch = static_cast<uint64_t>(B * heads);
+    const uint64_t q = static_cast<uint64_t>(S * attnScale), s = static_cast<uint64_t>(S);
+    const uint64_t d = static_cast<uint64_t>(dh);
+    const double scores = B * heads * S * S * attnScale * kAct;
+    if (!backward) {
+      gemm(p + "qk", q, s, d, batch);
+      memory(p + "softmax", 4 * scores);  // softmax in and out, dropout in and out
+      gemm(p + "pv", q, d, s, batch);
+    } else {
+      gemm(p + "dpv_dp", q, s, d, batch);  // dP = dO V^T
+      gemm(p + "dpv_dv", s, d, q, batch);  // dV = P^T dO
+      memory(p + "softmax_bwd", 6 * scores);
+      gemm(p + "dqk_dq", q, d, s, batch);  // dQ = dS K
+      gemm(p + "dqk_dk", s, d, q, batch);  // dK = dS^T Q
+    }
+  }
+
+  // One block (1: MLP, 0: attention) of one layer's backward for a chunk.
+  int64_t backwardBlock(const std::string& p, int block, uint64_t tokens, double attnScale,
+                        int64_t waitIn, bool domino) {
+    const uint64_t H = static_cast<uint64_t>(sp.hidden), T = static_cast<uint64_t>(sp.tp);
+    const uint64_t F = static_cast<uint64_t>(sp.ffnSize());
+    const bool spar = sp.sequenceParallel && sp.tp > 1;
+    const bool fusedOps = sp.schedule == TpSchedule::kFused && sp.tp > 1;
+    const double lnTokens = spar ? static_cast<double>(tokens) / T : static_cast<double>(tokens);
+    const double actBytes = static_cast<double>(tokens) * H * kAct;
+    int64_t wait = -1;
+    if (block == 1) {
+      memory(p + "drop2_bwd", 3 * lnTokens * H * kAct, {waitIn});
+      if (fusedOps && spar) {
+        fused(p + "ag_fc2_dgrad", FusedKind::kAllGatherGemm, tokens, F / T, H);
+      } else {
+        if (spar) tpComm(p + "ag_g2", Collective::kAllGather, actBytes, false);
+        gemm(p + "fc2_dgrad", tokens, F / T, H);
+      }
+      gemm(p + "fc2_wgrad", F / T, H, tokens);
+      memory(p + "gelu_bwd", 3.0 * tokens * F / T * kAct);
+      if (fusedOps) {
+        fused(p + (spar ? "fc1_dgrad_rs" : "fc1_dgrad_ar"),
+              spar ? FusedKind::kGemmReduceScatter : FusedKind::kGemmAllReduce, tokens, H, F / T);
+      } else {
+        gemm(p + "fc1_dgrad", tokens, H, F / T);
+        wait = tpComm(p + (spar ? "rs_g2" : "ar_g2"),
+                      spar ? Collective::kReduceScatter : Collective::kAllReduce, actBytes, domino);
+      }
+      gemm(p + "fc1_wgrad", H, F / T, tokens);  // beside the collective: it needs only dY and X
+      return wait;
+    }
+    memory(p + "ln2_bwd", 4 * lnTokens * H * kAct, {waitIn});
+    memory(p + "drop1_bwd", 3 * lnTokens * H * kAct);
+    if (fusedOps && spar) {
+      fused(p + "ag_proj_dgrad", FusedKind::kAllGatherGemm, tokens, H / T, H);
+    } else {
+      if (spar) tpComm(p + "ag_g1", Collective::kAllGather, actBytes, false);
+      gemm(p + "proj_dgrad", tokens, H / T, H);
+    }
+    gemm(p + "proj_wgrad", H / T, H, tokens);
+    attentionCore(p, attnScale, true);
+    wait = -1;
+    if (fusedOps) {
+      fused(p + (spar ? "qkv_dgrad_rs" : "qkv_dgrad_ar"),
+            spar ? FusedKind::kGemmReduceScatter : FusedKind::kGemmAllReduce, tokens, H, 3 * H / T);
+    } else {
+      gemm(p + "qkv_dgrad", tokens, H, 3 * H / T);
+      wait = tpComm(p + (spar ? "rs_g1" : "ar_g1"),
+                    spar ? Collective::kReduceScatter : Collective::kAllReduce, actBytes, domino);
+    }
+    gemm(p + "qkv_wgrad", H, 3 * H / T, tokens);
+    return wait;  // the next block's first op (ln1_bwd, or the next layer's) waits for it
+  }
+
+  // One layer's forward: block by block, each block chunk by chunk (Domino: one chunk's
+  // collective runs beside the next chunk's block).
+  void forwardLayer(const std::string& m, int l, int chunks, uint64_t chunkTokens, double scale,
+                    std::vector<int64_t>* wait, const char* tag) {
+    const bool domino = chunks > 1;
+    for (int block = 0; block < 2; ++block)
+      for (int c = 0; c < chunks; ++c) {
+        std::string p =
+            m + "l" + std::to_string(l) + (domino ? "c" + std::to_string(c) : "") + "." + tag;
+        (*wait)[static_cast<size_t>(c)] =
+            forwardBlock(p, block, chunkTokens, scale, (*wait)[static_cast<size_t>(c)], domino);
+      }
+  }
+
+  // The stage's layers for one micro-batch, forward or backward (with recomputation first).
+  void pass(int mb, bool forward, int64_t waitIn) {
+    const int perStage = sp.layers / sp.pp;
+    const uint64_t tokens = static_cast<uint64_t>(sp.microBatch) * sp.seq;
+    const bool domino = sp.schedule == TpSchedule::kDomino && sp.tp > 1;
+    const int chunks = domino ? sp.dominoSplit : 1;
+    const uint64_t chunkTokens = tokens / static_cast<uint64_t>(chunks);
+    const double scale = 1.0 / chunks;
+    const std::string m = "mb" + std::to_string(mb) + ".";
+    const bool first = stage == 0, lastStage = stage == sp.pp - 1;
+    const double H = sp.hidden, V = sp.vocab, T = sp.tp;
+    std::vector<int64_t> wait(static_cast<size_t>(chunks), -1);
+    wait[0] = waitIn;
+    if (forward) {
+      if (first) memory(m + "embed", 2.0 * tokens * H * kAct, {waitIn});
+      for (int l = 0; l < perStage; ++l) forwardLayer(m, l, chunks, chunkTokens, scale, &wait, "");
+      if (lastStage) {
+        afterAll(memory(m + "ln_f", 2.0 * tokens * H * kAct), wait);
+        gemm(m + "logits", tokens, static_cast<uint64_t>(V / T), static_cast<uint64_t>(H));
+        memory(m + "xent", 3.0 * tokens * V / T * 4);
+      } else if (domino) {
+        afterAll(memory(m + "out", 1.0 * tokens * H * kAct), wait);
+      }
+      return;
+    }
+    if (lastStage) {
+      memory(m + "xent_bwd", 2.0 * tokens * V / T * 4, {waitIn});
+      gemm(m + "logits_dgrad", tokens, static_cast<uint64_t>(H), static_cast<uint64_t>(V / T));
+      gemm(m + "logits_wgrad", static_cast<uint64_t>(V / T), static_cast<uint64_t>(H), tokens);
+    }
+    for (int l = perStage - 1; l >= 0; --l) {
+      if (sp.recompute) forwardLayer(m, l, chunks, chunkTokens, scale, &wait, "re.");
+      for (int block = 1; block >= 0; --block)
+        for (int c = 0; c < chunks; ++c) {
+          std::string p =
+              m + "l" + std::to_string(l) + (domino ? "c" + std::to_string(c) : "") + ".b.";
+          wait[static_cast<size_t>(c)] =
+              backwardBlock(p, block, chunkTokens, scale, wait[static_cast<size_t>(c)], domino);
+        }
+      if (mb == lastMicroBatch && sp.dpOverlap && sp.dp > 1) reduceGradients(l, 1);
+    }
+    if (first) memory(m + "embed_bwd", 2.0 * tokens * H * kAct);
+  }
+  int lastMicroBatch = -1;
+
+  double layerParams() const {
+    const double H = sp.hidden;
+    return (12 * H * H + 13 * H) / sp.tp;
+  }
+  // Gradient reduction of `layers` layers' parameters starting at layer l (overlapped: one
+  // layer at a time on the dp stream).
+  void reduceGradients(int l, int layers) {
+    const double bytes = layerParams() * layers * sp.gradBytes;
+    const std::string id = "dp.grad.l" + std::to_string(l);
+    if (sp.dpMode == DpMode::kZero)
+      collective(id + ".rs", Collective::kReduceScatter, g.dp, bytes, dpStream, {last});
+    else
+      collective(id + ".ar", Collective::kAllReduce, g.dp, bytes, dpStream, {last});
+  }
+
+  void optimizer() {
+    const int perStage = sp.layers / sp.pp;
+    const double H = sp.hidden, V = sp.vocab, T = sp.tp;
+    const bool first = stage == 0, lastStage = stage == sp.pp - 1;
+    double params = layerParams() * perStage;
+    double embed = (first || lastStage) ? V * H / T : 0;
+    std::vector<int64_t> waits;
+    if (sp.dp > 1) {
+      if (!sp.dpOverlap) {
+        const double bytes = (params + embed) * sp.gradBytes;
+        waits.push_back(collective(
+            std::string("dp.grads.") + (sp.dpMode == DpMode::kZero ? "rs" : "ar"),
+            sp.dpMode == DpMode::kZero ? Collective::kReduceScatter : Collective::kAllReduce, g.dp,
+            bytes, dpStream, {last}));
+      } else {
+        if (embed > 0)
+          waits.push_back(collective(
+              "dp.grads.embed",
+              sp.dpMode == DpMode::kZero ? Collective::kReduceScatter : Collective::kAllReduce,
+              g.dp, embed * sp.gradBytes, dpStream, {last}));
+        // The dp stream's last op: every layer's reduction is before it, in stream order.
+        waits.push_back(lastOn(dpStream));
+      }
+    }
+    if (g.emb >= 0)  // the tied embedding's gradient between the first and last stages
+      waits.push_back(collective("emb.grads.ar", Collective::kAllReduce, g.emb,
+                                 V * H / T * sp.gradBytes, dpStream, {last}));
+    const double shard = sp.dpMode == DpMode::kZero ? sp.dp : 1;
+    Op op;
+    op.kind = OpKind::kMemory;
+    // Adam: fp32 parameter, gradient, m and v read (16 B), parameter, m and v written (12 B),
+    // the bf16 copy written (2 B).
+    op.bytes = (params + embed) / shard * 30;
+    afterAll(push(op, "optimizer", compute, {}), waits);
+    if (sp.dpMode == DpMode::kZero && sp.dp > 1)
+      collective("dp.params.ag", Collective::kAllGather, g.dp, (params + embed) * kAct, dpStream,
+                 {last});
+  }
+
+  int64_t lastOn(uint16_t stream) const {
+    for (size_t i = rk.ops.size(); i-- > 0;)
+      if (rk.ops[i].stream == stream) return static_cast<int64_t>(i);
+    return -1;
+  }
+
+  // 1F1B: warm-up forwards, then one forward and one backward at a time, then the backwards.
+  void step() {
+    const int mbs = sp.microBatches();
+    lastMicroBatch = mbs - 1;
+    const double act = static_cast<double>(sp.microBatch) * sp.seq * sp.hidden * kAct /
+                       (sp.sequenceParallel && sp.tp > 1 ? sp.tp : 1);
+    auto fwd = [&](int mb) {
+      int64_t in = -1;
+      if (prevRank >= 0)
+        in = p2p("mb" + std::to_string(mb) + ".recv_act", OpKind::kRecv, prevRank, act);
+      pass(mb, true, in);
+      if (nextRank >= 0)
+        p2p("mb" + std::to_string(mb) + ".send_act", OpKind::kSend, nextRank, act, {last});
+    };
+    auto bwd = [&](int mb) {
+      int64_t in = -1;
+      if (nextRank >= 0)
+        in = p2p("mb" + std::to_string(mb) + ".recv_grad", OpKind::kRecv, nextRank, act);
+      pass(mb, false, in);
+      if (prevRank >= 0)
+        p2p("mb" + std::to_string(mb) + ".send_grad", OpKind::kSend, prevRank, act, {last});
+    };
+    if (sp.inference) {
+      for (int mb = 0; mb < mbs; ++mb) fwd(mb);
+      return;
+    }
+    const int warmup = std::min(sp.pp - stage - 1, mbs);
+    int f = 0, b = 0;
+    for (; f < warmup; ++f) fwd(f);
+    while (f < mbs) {
+      fwd(f++);
+      bwd(b++);
+    }
+    while (b < mbs) bwd(b++);
+    optimizer();
+  }
+};
+
+}  // namespace
+
+const char* tpScheduleName(TpSchedule s) {
+  switch (s) {
+    case TpSchedule::kSerial: return "serial";
+    case TpSchedule::kDomino: return "domino";
+    case TpSchedule::kFused: return "fused";
+  }
+  return "?";
+}
+
+Result tpScheduleParse(const std::string& s, TpSchedule* out) {
+  for (TpSchedule t : {TpSchedule::kSerial, TpSchedule::kDomino, TpSchedule::kFused})
+    if (s == tpScheduleName(t)) {
+      *out = t;
+      return tsrSuccess;
+    }
+  return TSR_FAIL(tsrInvalidArgument, "unknown TP schedule \"%s\" (serial, domino, fused)",
+                  s.c_str());
+}
+
+double transformerParameters(const TransformerSpec& sp) {
+  const double l = sp.layers, h = sp.hidden;
+  return 12 * l * h * h * (1 + 13 / (12 * h)) + (static_cast<double>(sp.vocab) + sp.seq) * h;
+}
+
+double megatronModelFlops(const TransformerSpec& sp) {
+  const double B = sp.globalBatch, s = sp.seq, l = sp.layers, h = sp.hidden, V = sp.vocab;
+  const double base = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+  if (sp.inference) return base / 3;
+  return sp.recompute ? base * 4 / 3 : base;
+}
+
+Result makeTransformerStep(const TransformerSpec& sp, Workload* out) {
+  auto bad = [&](const char* what) {
+    return TSR_FAIL(tsrInvalidArgument, "transformer %s: %s", sp.name.c_str(), what);
+  };
+  if (sp.layers < 1 || sp.hidden < 1 || sp.heads < 1 || sp.seq < 1 || sp.vocab < 1 ||
+      sp.microBatch < 1 || sp.globalBatch < 1 || sp.tp < 1 || sp.pp < 1 || sp.dp < 1)
+    return bad("every size must be at least 1");
+  if (sp.layers % sp.pp != 0) return bad("the layers must divide evenly among the PP stages");
+  if (sp.hidden % sp.heads != 0) return bad("the hidden size must be a multiple of the heads");
+  if (sp.heads % sp.tp != 0 || sp.ffnSize() % sp.tp != 0 || sp.vocab % sp.tp != 0)
+    return bad("the heads, FFN size and vocabulary must be multiples of TP");
+  if (sp.globalBatch % (sp.microBatch * sp.dp) != 0)
+    return bad("the global batch must be a multiple of micro-batch x DP");
+  if (sp.tp > sp.gpusPerNode || sp.gpusPerNode % sp.tp != 0)
+    return bad("TP must divide the GPUs of a node (TP groups stay inside a node)");
+  const uint64_t tokens = static_cast<uint64_t>(sp.microBatch) * sp.seq;
+  if (sp.schedule == TpSchedule::kDomino &&
+      (sp.dominoSplit < 1 || tokens % static_cast<uint64_t>(sp.dominoSplit * sp.tp) != 0))
+    return bad("domino: the micro-batch's tokens must split evenly into parts of TP rows");
+  if (sp.gradBytes != 2 && sp.gradBytes != 4) return bad("gradient bytes must be 2 or 4");
+  const int gpus = sp.gpus();
+  if (gpus % sp.gpusPerNode != 0 && gpus > sp.gpusPerNode)
+    return bad("the GPUs (TP x PP x DP) must fill whole nodes");
+
+  Workload w;
+  w.name = sp.name;
+  w.gpu = sp.gpu;
+  w.platform = sp.platform;
+  w.nodes = std::max(1, gpus / sp.gpusPerNode);
+  w.gpus = gpus;
+  w.modelFlops = megatronModelFlops(sp);
+  auto gpuOf = [&](int t, int s, int d) { return d * sp.pp * sp.tp + s * sp.tp + t; };
+  // Simulated ranks: every GPU (unfold) or one per stage.
+  std::map<std::tuple<int, int, int>, int> index;
+  for (int d = 0; d < (sp.unfold ? sp.dp : 1); ++d)
+    for (int s = 0; s < sp.pp; ++s)
+      for (int t = 0; t < (sp.unfold ? sp.tp : 1); ++t) {
+        index[{t, s, d}] = static_cast<int>(w.ranks.size());
+        Rank r;
+        r.gpu = gpuOf(t, s, d);
+        r.weight = sp.unfold ? 1 : sp.tp * sp.dp;
+        w.ranks.push_back(r);
+      }
+  auto rankOf = [&](int t, int s, int d) {
+    auto it = index.find({t, s, d});
+    return it == index.end() ? -1 : it->second;
+  };
+  // A group of the GPUs `members` (t, s, d): its simulated members, real size and node span.
+  auto addGroup = [&](const std::string& name, const std::vector<std::tuple<int, int, int>>& all) {
+    Group g;
+    g.name = name;
+    g.size = static_cast<int>(all.size());
+    std::set<int> nodes;
+    for (auto [t, s, d] : all) {
+      nodes.insert(gpuOf(t, s, d) / sp.gpusPerNode);
+      int r = rankOf(t, s, d);
+      if (r >= 0) g.members.push_back(r);
+    }
+    g.nodes = static_cast<int>(nodes.size());
+    if (g.members.empty()) return -1;
+    w.groups.push_back(g);
+    return static_cast<int>(w.groups.size() - 1);
+  };
+  // Per simulated rank, the groups it is in.
+  std::vector<Groups> groupsOf(w.ranks.size());
+  for (int s = 0; s < sp.pp; ++s)
+    for (int d = 0; d < sp.dp; ++d) {
+      std::vector<std::tuple<int, int, int>> all;
+      for (int t = 0; t < sp.tp; ++t) all.emplace_back(t, s, d);
+      int gi = addGroup("tp.s" + std::to_string(s) + ".d" + std::to_string(d), all);
+      for (auto [t, s2, d2] : all)
+        if (int r = rankOf(t, s2, d2); r >= 0) groupsOf[static_cast<size_t>(r)].tp = gi;
+    }
+  for (int s = 0; s < sp.pp; ++s)
+    for (int t = 0; t < sp.tp; ++t) {
+      std::vector<std::tuple<int, int, int>> all;
+      for (int d = 0; d < sp.dp; ++d) all.emplace_back(t, s, d);
+      int gi = addGroup("dp.s" + std::to_string(s) + ".t" + std::to_string(t), all);
+      for (auto [t2, s2, d] : all)
+        if (int r = rankOf(t2, s2, d); r >= 0) groupsOf[static_cast<size_t>(r)].dp = gi;
+    }
+  if (sp.pp > 1 && !sp.inference)
+    for (int t = 0; t < sp.tp; ++t)
+      for (int d = 0; d < sp.dp; ++d) {
+        std::vector<std::tuple<int, int, int>> all = {{t, 0, d}, {t, sp.pp - 1, d}};
+        int gi = addGroup("emb.t" + std::to_string(t) + ".d" + std::to_string(d), all);
+        for (auto [t2, s2, d2] : all)
+          if (int r = rankOf(t2, s2, d2); r >= 0) groupsOf[static_cast<size_t>(r)].emb = gi;
+      }
+  for (auto& [key, r] : index) {
+    auto [t, s, d] = key;
+    Emitter e(sp, w.ranks[static_cast<size_t>(r)], groupsOf[static_cast<size_t>(r)], s);
+    e.prevRank = s > 0 ? rankOf(t, s - 1, d) : -1;
+    e.nextRank = s + 1 < sp.pp ? rankOf(t, s + 1, d) : -1;
+    e.step();
+  }
+  TSR_CHECK(checkWorkload(w, "transformer " + sp.name));
+  *out = std::move(w);
+  return tsrSuccess;
+}
+
+}  // namespace tessera::workload

@@ -1,0 +1,66 @@
+// A generator of transformer training (and inference) steps as workloads (DESIGN.md,
+// "Workloads"): a GPT decoder of `layers` layers, Megatron-LM's tensor parallelism (TP, with or
+// without sequence parallelism), pipeline parallelism (PP, the 1F1B schedule) and data
+// parallelism (DP: a gradient all-reduce, or ZeRO's reduce-scatter of gradients and all-gather of
+// parameters; after the backward pass or overlapped with it).
+//
+// GPUs are numbered d * (PP * TP) + s * TP + t (data-parallel replica d, stage s, TP rank t), so a
+// TP group fills a node's GPUs first, as Megatron-LM places them. By default the GPUs that run
+// the same program at the same times are folded into one simulated rank per stage (weight TP *
+// DP), whose TP and DP groups keep their real size and node span; `unfold` simulates every GPU
+// (small configurations; a test shows the two agree).
+//
+// The TP communication's schedule:
+// - serial: Megatron-LM's: each block's GEMMs, then its all-reduce (or reduce-scatter /
+//   all-gather with sequence parallelism) on the compute stream, the next block waiting for it;
+// - domino: Domino's (arXiv 2409.15241): the micro-batch's tokens are split in `dominoSplit`
+//   parts; each part's collective runs on its own stream beside the next part's computation;
+// - fused: tessera's fused GEMM+communication (GEMM+AllReduce without sequence parallelism,
+//   AllGather+GEMM and GEMM+ReduceScatter with it).
+#pragma once
+
+#include <string>
+
+#include "core/status.hpp"
+#include "workload/workload.hpp"
+
+namespace tessera::workload {
+
+enum class TpSchedule : uint8_t { kSerial, kDomino, kFused };
+enum class DpMode : uint8_t { kAllReduce, kZero };
+const char* tpScheduleName(TpSchedule s);
+Result tpScheduleParse(const std::string& s, TpSchedule* out);
+
+struct TransformerSpec {
+  std::string name = "gpt";
+  int layers = 24, hidden = 2048, heads = 16, ffn = 0, seq = 2048, vocab = 51200;
+  int microBatch = 1, globalBatch = 8;
+  int tp = 1, pp = 1, dp = 1;
+  bool sequenceParallel = false;
+  bool recompute = false;       // full activation recomputation (Megatron-LM's "full")
+  bool flashAttention = false;  // attention as one kernel; otherwise batched GEMMs and a softmax
+  TpSchedule schedule = TpSchedule::kSerial;
+  int dominoSplit = 2;
+  DpMode dpMode = DpMode::kAllReduce;
+  bool dpOverlap = false;  // each layer's gradients reduced as its last backward ends
+  bool inference = false;  // forward passes only (a prefill of every micro-batch)
+  int gradBytes = 4;       // gradients reduced in fp32 (Megatron-LM's default)
+  std::string gpu = "h100", platform = "dgx-h100";
+  int gpusPerNode = 8;
+  bool unfold = false;
+
+  int ffnSize() const { return ffn > 0 ? ffn : 4 * hidden; }
+  int gpus() const { return tp * pp * dp; }
+  int microBatches() const { return globalBatch / (microBatch * dp); }
+};
+
+// Checks (divisibility, sizes) and builds the step.
+Result makeTransformerStep(const TransformerSpec& spec, Workload* out);
+
+// Parameters of the model (Megatron-LM's count: 12 l h^2 (1 + 13 / 12h) + (V + s) h).
+double transformerParameters(const TransformerSpec& spec);
+// The FLOPs of one step as Narayanan et al. (SC'21) count them: 72 B s l h^2 (1 + s / 6h +
+// V / 16 l h), times 4/3 with full recomputation (their 96); forward only: a third of 72's.
+double megatronModelFlops(const TransformerSpec& spec);
+
+}  // namespace tessera::workload
