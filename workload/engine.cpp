@@ -17,6 +17,7 @@
 #include "fused/sim/fused_model.hpp"
 
 namespace tessera::workload {
+static_assert(kDeviceCtasForWorkload == kDeviceCtas, "the device executor's grid changed");
 namespace {
 constexpr Subsys kLogSubsys = Subsys::kColl;
 
@@ -197,7 +198,18 @@ struct Engine {
       sim::SimReport r;
       std::vector<std::string> plans;
       double t0 = nowSeconds();
-      TSR_CHECK(sim::simulateDeviceChoice(spec, opt.registered, &r, &plans));
+      if (opt.plan && opt.plan->collective == op.collective && opt.plan->nranks == g.size) {
+        spec.plan = opt.plan;
+        spec.verify = true;  // a researcher's plan: verified first, as tessera_sim --plan does
+        TSR_CHECK(sim::simulateForked(spec, &r));
+      } else if (!opt.algorithm.empty()) {
+        spec.algorithm = opt.algorithm;
+        spec.workers = opt.workers;
+        spec.zeroCopy = opt.zeroCopy;
+        TSR_CHECK(sim::simulateForked(spec, &r));
+      } else {
+        TSR_CHECK(sim::simulateDeviceChoice(spec, opt.registered, &r, &plans));
+      }
       rep->collectiveSeconds += nowSeconds() - t0;
       CollectiveCost c;
       char what[160];

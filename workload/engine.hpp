@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,8 @@
 
 namespace tessera::workload {
 
+inline constexpr int kDeviceCtasForWorkload = 8;  // the device executor's grid (kDeviceCtas)
+
 struct EngineOptions {
   bool registered = false;  // collectives on windows (zero-copy plans may be chosen)
   int commSms = 8;          // a collective's CTAs (the device executor's grid)
@@ -39,6 +42,14 @@ struct EngineOptions {
   // Collective times by key, to skip SimGrid (tests with closed forms set this):
   // microseconds = fixedCollectiveUs when >= 0.
   double fixedCollectiveUs = -1;
+  // A researcher's algorithm instead of the device choice: `plan` for every collective of its
+  // kind whose group has its number of ranks (a plan file: tessera_plan generate, or by hand);
+  // otherwise, when `algorithm` is set, that generator family (with `workers`, `zeroCopy`) for
+  // every collective it can make. The rest keep the device choice.
+  std::shared_ptr<const Plan> plan;
+  std::string algorithm;
+  int workers = kDeviceCtasForWorkload;
+  bool zeroCopy = false;
 };
 
 struct OpSpan {

@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "collectives/plan/plan_json.hpp"
 #include "core/log.hpp"
 #include "workload/engine.hpp"
 #include "workload/transformer.hpp"
@@ -44,6 +46,10 @@ constexpr const char* kUsage =
     "    --sweep           every TP x PP x DP of the same GPUs (TP within a node), a table\n"
     "    --compare-schedules  serial, domino and fused side by side\n"
     "  --registered      collectives on windows (zero-copy plans)\n"
+    "  --algo A          collectives by the generator family A instead of the device choice\n"
+    "                    (ring, tree, rhd, oneshot, twoshot, hier...; with --workers W and\n"
+    "                    --zero-copy); one it cannot make keeps the device choice\n"
+    "  --plan FILE       a plan file for the collectives of its kind and number of ranks\n"
     "  --no-contention   ops crossing one NIC at once do not share it\n"
     "  --trace FILE      the timeline as a Chrome trace (Perfetto, chrome://tracing)\n"
     "  --write FILE      the workload as JSON\n"
@@ -142,6 +148,18 @@ int workloadMain(int argc, char** argv) {
       compareSchedules = true;
     } else if (a == "--registered") {
       opt.registered = true;
+    } else if (a == "--zero-copy") {
+      opt.zeroCopy = true;
+    } else if (a == "--algo") {
+      if (!value()) return usage("--algo needs a family");
+      opt.algorithm = v;
+    } else if (a == "--plan") {
+      if (!value()) return usage("--plan needs a file");
+      auto plan = std::make_shared<Plan>();
+      if (readPlanFile(v, plan.get()) != tsrSuccess) return failed("--plan");
+      opt.plan = plan;
+    } else if (a == "--workers") {
+      if (!intArg(1, 64, &opt.workers)) return usage("--workers: expected 1..64");
     } else if (a == "--no-contention") {
       opt.nicContention = false;
     } else if (a == "--layers") {
