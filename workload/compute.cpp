@@ -23,7 +23,7 @@ constexpr double kMemEfficiency = 0.9;
 // An eager framework's gap between kernels: assumed, as above.
 constexpr double kLaunchUs = 4.0;
 
-GpuModel hopper(const char* name, const char* source, double memGBs) {
+GpuModel hopper(const char* name, const char* source, double memGBs, double capacityGB) {
   GpuModel g;
   g.name = name;
   g.source = source;
@@ -34,6 +34,7 @@ GpuModel hopper(const char* name, const char* source, double memGBs) {
   g.fp8Tflops = 1978.9;
   g.fp32Tflops = 66.9;
   g.memGBs = memGBs;
+  g.memCapacityGB = capacityGB;
   g.gemmEfficiency = kH100GemmEfficiency;
   g.attentionEfficiency = kAttentionEfficiency;
   g.memEfficiency = kMemEfficiency;
@@ -102,24 +103,26 @@ Result gpuModelPreset(const std::string& name, GpuModel* out) {
   static const std::string a100 =
       std::string(
           "NVIDIA A100 SXM4 80GB datasheet and A100 whitepaper: 108 SMs, 312 TFLOP/s BF16/FP16 "
-          "dense, 156 TF32, 19.5 FP32, HBM2e 2039 GB/s; GEMMs at 85.9% of peak (the best GEMM "
+          "dense, 156 TF32, 19.5 FP32, 80 GB HBM2e at 2039 GB/s; GEMMs at 85.9% of peak (the best "
+          "GEMM "
           "measured by the MAMF finder, 267.9 TFLOP/s)") +
       kAssumed;
   static const std::string h100 =
       std::string(
           "NVIDIA H100 SXM5 datasheet and Hopper whitepaper: 132 SMs, 989.4 TFLOP/s BF16/FP16 "
-          "dense, 494.7 TF32, 1978.9 FP8, 66.9 FP32, HBM3 3350 GB/s; GEMMs at 80.1% of peak (the "
+          "dense, 494.7 TF32, 1978.9 FP8, 66.9 FP32, 80 GB HBM3 at 3350 GB/s; GEMMs at 80.1% of "
+          "peak (the "
           "best GEMM measured by the MAMF finder, 792.1 TFLOP/s)") +
       kAssumed;
   static const std::string h800 =
       std::string(
           "NVIDIA H800 SXM5 datasheet (the H100 SXM5's GPU with NVLink cut to 400 GB/s): 132 SMs, "
-          "989.4 TFLOP/s BF16 dense, HBM3 3350 GB/s; GEMMs as measured on H100 (80.1%)") +
+          "989.4 TFLOP/s BF16 dense, 80 GB HBM3 at 3350 GB/s; GEMMs as measured on H100 (80.1%)") +
       kAssumed;
   static const std::string h200 =
       std::string(
           "NVIDIA H200 SXM datasheet: the H100's GPU (132 SMs, 989.4 TFLOP/s BF16 dense) with "
-          "HBM3e 4800 GB/s; GEMMs as measured on H100 (80.1%)") +
+          "141 GB HBM3e at 4800 GB/s; GEMMs as measured on H100 (80.1%)") +
       kAssumed;
   if (name == "a100") {
     GpuModel g;
@@ -132,6 +135,7 @@ Result gpuModelPreset(const std::string& name, GpuModel* out) {
     g.fp8Tflops = 0;  // no FP8 tensor cores
     g.fp32Tflops = 19.5;
     g.memGBs = 2039;
+    g.memCapacityGB = 80;
     g.gemmEfficiency = kA100GemmEfficiency;
     g.attentionEfficiency = kAttentionEfficiency;
     g.memEfficiency = kMemEfficiency;
@@ -140,11 +144,11 @@ Result gpuModelPreset(const std::string& name, GpuModel* out) {
     g.launchUs = kLaunchUs;
     *out = g;
   } else if (name == "h100") {
-    *out = hopper("h100", h100.c_str(), 3350);
+    *out = hopper("h100", h100.c_str(), 3350, 80);
   } else if (name == "h800") {
-    *out = hopper("h800", h800.c_str(), 3350);
+    *out = hopper("h800", h800.c_str(), 3350, 80);
   } else if (name == "h200") {
-    *out = hopper("h200", h200.c_str(), 4800);
+    *out = hopper("h200", h200.c_str(), 4800, 141);
   } else {
     return TSR_FAIL(tsrInvalidArgument, "unknown GPU \"%s\" (a100, h100, h800, h200)",
                     name.c_str());

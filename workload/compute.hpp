@@ -36,6 +36,7 @@ struct GpuModel {
   // Dense tensor-core peak per type, TFLOP/s (fp32: the CUDA cores, no tensor cores).
   double bf16Tflops = 0, fp16Tflops = 0, tf32Tflops = 0, fp8Tflops = 0, fp32Tflops = 0;
   double memGBs = 0;               // HBM bandwidth, GB/s
+  double memCapacityGB = 0;        // HBM capacity, GB
   double gemmEfficiency = 1;       // the best large GEMM's share of the peak (measured, cited)
   double attentionEfficiency = 1;  // attention kernels' share of the peak
   double memEfficiency = 1;        // the share of memGBs a streaming kernel reaches

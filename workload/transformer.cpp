@@ -264,15 +264,17 @@ struct Emitter {
   }
 
   // The stage's layers for one micro-batch, forward or backward (with recomputation first).
-  void pass(int mb, bool forward, int64_t waitIn) {
-    const int perStage = sp.layers / sp.pp;
+  // vc: the model chunk of an interleaved pipeline (0 otherwise).
+  void pass(int mb, bool forward, int64_t waitIn, int vc) {
+    const int perStage = sp.layers / (sp.pp * sp.interleave);
     const uint64_t tokens = static_cast<uint64_t>(sp.microBatch) * sp.seq;
     const bool domino = sp.schedule == TpSchedule::kDomino && sp.tp > 1;
     const int chunks = domino ? sp.dominoSplit : 1;
     const uint64_t chunkTokens = tokens / static_cast<uint64_t>(chunks);
     const double scale = 1.0 / chunks;
-    const std::string m = "mb" + std::to_string(mb) + ".";
-    const bool first = stage == 0, lastStage = stage == sp.pp - 1;
+    const std::string m = label(mb, vc);
+    const bool first = stage == 0 && vc == 0;
+    const bool lastStage = stage == sp.pp - 1 && vc == sp.interleave - 1;
     const double H = sp.hidden, V = sp.vocab, T = sp.tp;
     std::vector<int64_t> wait(static_cast<size_t>(chunks), -1);
     wait[0] = waitIn;
@@ -302,11 +304,17 @@ struct Emitter {
           wait[static_cast<size_t>(c)] =
               backwardBlock(p, block, chunkTokens, scale, wait[static_cast<size_t>(c)], domino);
         }
-      if (mb == lastMicroBatch && sp.dpOverlap && sp.dp > 1) reduceGradients(l, 1);
+      if (mb == lastMicroBatch && sp.dpOverlap && sp.dp > 1) reduceGradients(m, l, 1);
     }
     if (first) memory(m + "embed_bwd", 2.0 * tokens * H * kAct);
   }
   int lastMicroBatch = -1;
+  int wrapPrev = -1, wrapNext = -1;  // interleaved: the last stage for stage 0, and back
+
+  std::string label(int mb, int vc) const {
+    return "mb" + std::to_string(mb) + "." +
+           (sp.interleave > 1 ? "v" + std::to_string(vc) + "." : "");
+  }
 
   double layerParams() const {
     const double H = sp.hidden;
@@ -314,9 +322,9 @@ struct Emitter {
   }
   // Gradient reduction of `layers` layers' parameters starting at layer l (overlapped: one
   // layer at a time on the dp stream).
-  void reduceGradients(int l, int layers) {
+  void reduceGradients(const std::string& m, int l, int layers) {
     const double bytes = layerParams() * layers * sp.gradBytes;
-    const std::string id = "dp.grad.l" + std::to_string(l);
+    const std::string id = "dp.grad." + m + "l" + std::to_string(l);
     if (sp.dpMode == DpMode::kZero)
       collective(id + ".rs", Collective::kReduceScatter, g.dp, bytes, dpStream, {last});
     else
@@ -324,7 +332,7 @@ struct Emitter {
   }
 
   void optimizer() {
-    const int perStage = sp.layers / sp.pp;
+    const int perStage = sp.layers / sp.pp;  // every model chunk of the stage
     const double H = sp.hidden, V = sp.vocab, T = sp.tp;
     const bool first = stage == 0, lastStage = stage == sp.pp - 1;
     double params = layerParams() * perStage;
@@ -369,39 +377,52 @@ struct Emitter {
   }
 
   // 1F1B: warm-up forwards, then one forward and one backward at a time, then the backwards.
+  // Interleaved (Megatron-LM's virtual pipeline, `interleave` model chunks per stage): the k-th
+  // forward is chunk (k / PP) mod v of micro-batch (k / (PP v)) PP + k mod PP, the k-th backward
+  // the same micro-batch's chunk v - 1 - (k / PP) mod v, and the warm-up is
+  // 2 (PP - s - 1) + (v - 1) PP forwards; the last stage's chunk c feeds stage 0's chunk c + 1.
   void step() {
     const int mbs = sp.microBatches();
+    const int v = sp.interleave;
     lastMicroBatch = mbs - 1;
     const double act = static_cast<double>(sp.microBatch) * sp.seq * sp.hidden * kAct /
                        (sp.sequenceParallel && sp.tp > 1 ? sp.tp : 1);
-    auto fwd = [&](int mb) {
+    const bool firstStage = stage == 0, lastStageOfAll = stage == sp.pp - 1;
+    auto fwdFrom = [&](int vc) { return !firstStage ? prevRank : vc > 0 ? wrapPrev : -1; };
+    auto fwdTo = [&](int vc) { return !lastStageOfAll ? nextRank : vc < v - 1 ? wrapNext : -1; };
+    auto fwd = [&](int mb, int vc) {
       int64_t in = -1;
-      if (prevRank >= 0)
-        in = p2p("mb" + std::to_string(mb) + ".recv_act", OpKind::kRecv, prevRank, act);
-      pass(mb, true, in);
-      if (nextRank >= 0)
-        p2p("mb" + std::to_string(mb) + ".send_act", OpKind::kSend, nextRank, act, {last});
+      if (int from = fwdFrom(vc); from >= 0)
+        in = p2p(label(mb, vc) + "recv_act", OpKind::kRecv, from, act);
+      pass(mb, true, in, vc);
+      if (int to = fwdTo(vc); to >= 0)
+        p2p(label(mb, vc) + "send_act", OpKind::kSend, to, act, {last});
     };
-    auto bwd = [&](int mb) {
+    auto bwd = [&](int mb, int vc) {
       int64_t in = -1;
-      if (nextRank >= 0)
-        in = p2p("mb" + std::to_string(mb) + ".recv_grad", OpKind::kRecv, nextRank, act);
-      pass(mb, false, in);
-      if (prevRank >= 0)
-        p2p("mb" + std::to_string(mb) + ".send_grad", OpKind::kSend, prevRank, act, {last});
+      if (int from = fwdTo(vc); from >= 0)
+        in = p2p(label(mb, vc) + "recv_grad", OpKind::kRecv, from, act);
+      pass(mb, false, in, vc);
+      if (int to = fwdFrom(vc); to >= 0)
+        p2p(label(mb, vc) + "send_grad", OpKind::kSend, to, act, {last});
     };
+    const int total = mbs * v;
+    auto mbOf = [&](int k) { return (k / (sp.pp * v)) * sp.pp + k % sp.pp; };
+    auto fwdK = [&](int k) { fwd(v == 1 ? k : mbOf(k), v == 1 ? 0 : (k / sp.pp) % v); };
+    auto bwdK = [&](int k) { bwd(v == 1 ? k : mbOf(k), v == 1 ? 0 : v - 1 - (k / sp.pp) % v); };
     if (sp.inference) {
-      for (int mb = 0; mb < mbs; ++mb) fwd(mb);
+      for (int k = 0; k < total; ++k) fwdK(k);
       return;
     }
-    const int warmup = std::min(sp.pp - stage - 1, mbs);
+    const int warmup =
+        std::min(v == 1 ? sp.pp - stage - 1 : 2 * (sp.pp - stage - 1) + (v - 1) * sp.pp, total);
     int f = 0, b = 0;
-    for (; f < warmup; ++f) fwd(f);
-    while (f < mbs) {
-      fwd(f++);
-      bwd(b++);
+    for (; f < warmup; ++f) fwdK(f);
+    while (f < total) {
+      fwdK(f++);
+      bwdK(b++);
     }
-    while (b < mbs) bwd(b++);
+    while (b < total) bwdK(b++);
     optimizer();
   }
 };
@@ -432,6 +453,23 @@ double transformerParameters(const TransformerSpec& sp) {
   return 12 * l * h * h * (1 + 13 / (12 * h)) + (static_cast<double>(sp.vocab) + sp.seq) * h;
 }
 
+double transformerMemoryBytes(const TransformerSpec& sp) {
+  const double h = sp.hidden, a = sp.heads, s = sp.seq, b = sp.microBatch, t = sp.tp;
+  const double layers = static_cast<double>(sp.layers) / sp.pp;
+  const double params = layers * (12 * h * h + 13 * h) / t + static_cast<double>(sp.vocab) * h / t;
+  const double states = sp.dpMode == DpMode::kZero ? 16.0 / sp.dp : 16.0;
+  double perLayer = sp.sequenceParallel && sp.tp > 1
+                        ? s * b * h / t * (34 + 5 * a * s / h)
+                        : s * b * h * (10 + 24 / t + 5 * a * s / (h * t));
+  double inFlight = sp.inference ? 1 : sp.pp;
+  if (sp.interleave > 1 && !sp.inference)
+    inFlight = sp.pp * (1 + (sp.pp - 1.0) / (sp.pp * sp.interleave));
+  double acts =
+      sp.recompute ? inFlight * layers * 2 * s * b * h + perLayer : inFlight * layers * perLayer;
+  if (sp.inference) acts = perLayer;  // one layer's activations live at a time
+  return params * (2 + (sp.inference ? 0 : states)) + acts;
+}
+
 double megatronModelFlops(const TransformerSpec& sp) {
   const double B = sp.globalBatch, s = sp.seq, l = sp.layers, h = sp.hidden, V = sp.vocab;
   const double base = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
@@ -447,6 +485,11 @@ Result makeTransformerStep(const TransformerSpec& sp, Workload* out) {
       sp.microBatch < 1 || sp.globalBatch < 1 || sp.tp < 1 || sp.pp < 1 || sp.dp < 1)
     return bad("every size must be at least 1");
   if (sp.layers % sp.pp != 0) return bad("the layers must divide evenly among the PP stages");
+  if (sp.interleave < 1 || (sp.interleave > 1 && sp.pp < 2) ||
+      sp.layers % (sp.pp * sp.interleave) != 0)
+    return bad("interleaving needs PP > 1 and the layers to divide evenly into PP x chunks");
+  if (sp.interleave > 1 && (sp.globalBatch / (sp.microBatch * sp.dp)) % sp.pp != 0)
+    return bad("interleaving needs the micro-batches per replica to be a multiple of PP");
   if (sp.hidden % sp.heads != 0) return bad("the hidden size must be a multiple of the heads");
   if (sp.heads % sp.tp != 0 || sp.ffnSize() % sp.tp != 0 || sp.vocab % sp.tp != 0)
     return bad("the heads, FFN size and vocabulary must be multiples of TP");
@@ -533,6 +576,10 @@ Result makeTransformerStep(const TransformerSpec& sp, Workload* out) {
     Emitter e(sp, w.ranks[static_cast<size_t>(r)], groupsOf[static_cast<size_t>(r)], s);
     e.prevRank = s > 0 ? rankOf(t, s - 1, d) : -1;
     e.nextRank = s + 1 < sp.pp ? rankOf(t, s + 1, d) : -1;
+    if (sp.interleave > 1) {
+      e.wrapPrev = s == 0 ? rankOf(t, sp.pp - 1, d) : -1;
+      e.wrapNext = s == sp.pp - 1 ? rankOf(t, 0, d) : -1;
+    }
     e.step();
   }
   TSR_CHECK(checkWorkload(w, "transformer " + sp.name));

@@ -36,6 +36,7 @@ struct TransformerSpec {
   int layers = 24, hidden = 2048, heads = 16, ffn = 0, seq = 2048, vocab = 51200;
   int microBatch = 1, globalBatch = 8;
   int tp = 1, pp = 1, dp = 1;
+  int interleave = 1;  // model chunks per pipeline stage (Megatron-LM's virtual pipeline)
   bool sequenceParallel = false;
   bool recompute = false;       // full activation recomputation (Megatron-LM's "full")
   bool flashAttention = false;  // attention as one kernel; otherwise batched GEMMs and a softmax
@@ -56,6 +57,16 @@ struct TransformerSpec {
 
 // Checks (divisibility, sizes) and builds the step.
 Result makeTransformerStep(const TransformerSpec& spec, Workload* out);
+
+// Memory per GPU of the first pipeline stage (the most loaded in 1F1B), bytes: weights, gradients
+// and Adam's states at 18 bytes per parameter (bf16 weights, fp32 gradients, fp32 master weights,
+// m and v; ZeRO divides the 16 of them other than the weights by DP), plus the activations of the
+// micro-batches in flight (PP of them; interleaved: PP (1 + (PP - 1) / (PP v))) by Korthikanti et
+// al. (MLSys 2023, "Reducing Activation Recomputation"): per layer s b h (10 + 24/t + 5 a s/(h t))
+// bytes, s b h / t (34 + 5 a s / h) with sequence parallelism, 2 s b h with full recomputation
+// (the layer's input; one layer's full activations on top while it is recomputed). An estimate:
+// no fragmentation, workspace or communication buffers.
+double transformerMemoryBytes(const TransformerSpec& spec);
 
 // Parameters of the model (Megatron-LM's count: 12 l h^2 (1 + 13 / 12h) + (V + s) h).
 double transformerParameters(const TransformerSpec& spec);

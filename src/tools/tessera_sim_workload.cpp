@@ -34,6 +34,7 @@ constexpr const char* kUsage =
     "    --layers --hidden --heads --seq --vocab (51200) --ffn (4 x hidden)\n"
     "    --micro-batch (1) --global-batch (8) --tp (1) --pp (1) --dp (1)\n"
     "    --sp              sequence parallelism   --recompute  full activation recomputation\n"
+    "    --interleave V    V model chunks per pipeline stage (the interleaved 1F1B schedule)\n"
     "    --flash           attention as one kernel (default: batched GEMMs and a softmax)\n"
     "    --schedule S      TP communication: serial (Megatron-LM), domino, fused\n"
     "    --domino-split N  Domino's parts (2)\n"
@@ -184,6 +185,8 @@ int workloadMain(int argc, char** argv) {
       if (!intArg(1, 1 << 16, &sp.pp)) return usage("--pp: expected a count");
     } else if (a == "--dp") {
       if (!intArg(1, 1 << 20, &sp.dp)) return usage("--dp: expected a count");
+    } else if (a == "--interleave") {
+      if (!intArg(1, 1024, &sp.interleave)) return usage("--interleave: expected 1..1024");
     } else if (a == "--domino-split") {
       if (!intArg(1, 64, &sp.dominoSplit)) return usage("--domino-split: expected 1..64");
     } else if (a == "--schedule") {
@@ -257,7 +260,8 @@ int workloadMain(int argc, char** argv) {
   }
   const bool single = rows.size() == 1;
   opt.keepTimeline = single && !traceFile.empty();
-  std::string csv = "config,tp,pp,dp,schedule,step_ms,tflops_per_gpu,percent_peak,exposed_ms\n";
+  std::string csv =
+      "config,tp,pp,dp,schedule,step_ms,tflops_per_gpu,percent_peak,exposed_ms,memory_gb,fits\n";
   for (Row& row : rows) {
     Workload w;
     if (makeTransformerStep(row.spec, &w) != tsrSuccess) {
@@ -278,6 +282,14 @@ int workloadMain(int argc, char** argv) {
     }
     if (single) {
       printReport(w, row.rep);
+      GpuModel g;
+      if (gpuModelPreset(row.spec.gpu, &g) == tsrSuccess) {
+        double gb = transformerMemoryBytes(row.spec) / 1e9;
+        std::printf(
+            "memory per GPU       %12.1f GB estimated of %.0f GB%s (Korthikanti et al.'s "
+            "activations, 18 B per parameter)\n",
+            gb, g.memCapacityGB, gb > g.memCapacityGB ? ": DOES NOT FIT" : "");
+      }
       if (!traceFile.empty() && !writeFile(traceFile, chromeTrace(w, row.rep))) {
         std::fprintf(stderr, "tessera_sim: --trace %s: cannot write\n", traceFile.c_str());
         return kExitFailed;
@@ -287,20 +299,25 @@ int workloadMain(int argc, char** argv) {
   if (!single) {
     std::printf("# %s: %d GPUs (%s on %s), global batch %d, micro-batch %d\n", sp.name.c_str(),
                 sp.gpus(), sp.gpu.c_str(), sp.platform.c_str(), sp.globalBatch, sp.microBatch);
-    std::printf("# %-20s %12s %10s %8s %12s %8s\n", "config", "step (ms)", "TFLOP/s", "% peak",
-                "exposed (ms)", "vs first");
+    GpuModel g;
+    if (gpuModelPreset(sp.gpu, &g) != tsrSuccess) return failed("--gpu");
+    std::printf("# %-20s %12s %10s %8s %12s %8s %9s\n", "config", "step (ms)", "TFLOP/s", "% peak",
+                "exposed (ms)", "vs first", "mem (GB)");
     double base = 0;
     for (const Row& row : rows) {
       if (row.rep.stepUs < 0) continue;
       if (base == 0) base = row.rep.stepUs;
-      std::printf("  %-20s %12.2f %10.1f %8.1f %12.2f %7.2fx\n", row.label.c_str(),
+      const double gb = transformerMemoryBytes(row.spec) / 1e9;
+      std::printf("  %-20s %12.2f %10.1f %8.1f %12.2f %7.2fx %8.1f%s\n", row.label.c_str(),
                   row.rep.stepUs / 1e3, row.rep.tflopsPerGpu, row.rep.percentOfPeak,
-                  row.rep.exposedMeanUs / 1e3, base / row.rep.stepUs);
+                  row.rep.exposedMeanUs / 1e3, base / row.rep.stepUs, gb,
+                  gb > g.memCapacityGB ? " does not fit" : "");
       char line[256];
-      std::snprintf(line, sizeof line, "%s,%d,%d,%d,%s,%.4f,%.3f,%.3f,%.4f\n", row.label.c_str(),
-                    row.spec.tp, row.spec.pp, row.spec.dp, tpScheduleName(row.spec.schedule),
-                    row.rep.stepUs / 1e3, row.rep.tflopsPerGpu, row.rep.percentOfPeak,
-                    row.rep.exposedMeanUs / 1e3);
+      std::snprintf(line, sizeof line, "%s,%d,%d,%d,%s,%.4f,%.3f,%.3f,%.4f,%.2f,%d\n",
+                    row.label.c_str(), row.spec.tp, row.spec.pp, row.spec.dp,
+                    tpScheduleName(row.spec.schedule), row.rep.stepUs / 1e3, row.rep.tflopsPerGpu,
+                    row.rep.percentOfPeak, row.rep.exposedMeanUs / 1e3, gb,
+                    gb > g.memCapacityGB ? 0 : 1);
       csv += line;
     }
   }

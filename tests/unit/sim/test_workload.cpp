@@ -398,6 +398,41 @@ TEST(TransformerSchedules, OneForwardOneBackwardAfterTheWarmUp) {
   EXPECT_GT(rep.stepUs, 0);
 }
 
+TEST(TransformerSchedules, InterleavedChunksFollowTheVirtualPipelineAndShortenTheBubble) {
+  TransformerSpec sp = smallGpt();
+  sp.tp = 1;
+  sp.pp = 2;
+  sp.layers = 4;
+  sp.microBatch = 1;
+  sp.globalBatch = 4;
+  sp.interleave = 2;
+  Workload w;
+  ASSERT_EQ(makeTransformerStep(sp, &w), tsrSuccess) << lastErrorMessage();
+  // Stage 1: warm-up of 2 (PP - 2) + (v - 1) PP = 2 forwards, then one and one, then the rest.
+  std::string order;
+  for (const Op& op : w.ranks[1].ops) {
+    if (op.id.size() > 12 && op.id.find(".l0.qkv") != std::string::npos)
+      order += "F" + op.id.substr(2, op.id.find(".l0") - 2);
+    if (op.id.find(".l0.b.qkv_dgrad") != std::string::npos)
+      order += "B" + op.id.substr(2, op.id.find(".l0") - 2);
+  }
+  EXPECT_EQ(order,
+            "F0.v0F1.v0F0.v1B0.v1F1.v1B1.v1F2.v0B0.v0F3.v0B1.v0F2.v1B2.v1F3.v1B3.v1B2.v0B3.v0");
+  // Stage 0 sends chunk 1's gradients nowhere, and takes chunk 1's activations from stage 1.
+  EXPECT_EQ(w.ranks[0].ops[indexOf(w.ranks[0], "mb0.v1.recv_act")].peer, 1);
+  EngineOptions opt;
+  opt.fixedCollectiveUs = 10;
+  StepReport inter, plain;
+  ASSERT_EQ(simulateWorkload(w, opt, &inter), tsrSuccess) << lastErrorMessage();
+  sp.interleave = 1;
+  sp.globalBatch = 4;
+  ASSERT_EQ(makeTransformerStep(sp, &w), tsrSuccess) << lastErrorMessage();
+  ASSERT_EQ(simulateWorkload(w, opt, &plain), tsrSuccess) << lastErrorMessage();
+  EXPECT_LT(inter.stepUs, plain.stepUs);
+  sp.interleave = 3;  // 4 layers do not split into 2 stages x 3 chunks
+  EXPECT_NE(makeTransformerStep(sp, &w), tsrSuccess);
+}
+
 TEST(TransformerSchedules, AFoldedStepEqualsTheStepWithEveryGpu) {
   // 16 GPUs on two nodes: TP 4 inside a node, PP 2, DP 2 across the nodes (each TP rank's DP
   // traffic on its own NIC rail); collectives in closed form so the comparison is exact.
@@ -420,6 +455,25 @@ TEST(TransformerSchedules, AFoldedStepEqualsTheStepWithEveryGpu) {
   ASSERT_EQ(simulateWorkload(every, opt, &b), tsrSuccess) << lastErrorMessage();
   EXPECT_NEAR(a.stepUs, b.stepUs, 1e-6 * b.stepUs);
   EXPECT_NEAR(a.tflopsPerGpu, b.tflopsPerGpu, 1e-6 * b.tflopsPerGpu);
+}
+
+TEST(TransformerSchedules, MemoryEstimateIsStatesPlusActivationsInFlight) {
+  TransformerSpec sp;
+  sp.layers = 2;
+  sp.hidden = 1024;
+  sp.heads = 16;
+  sp.seq = 512;
+  sp.vocab = 1024;
+  sp.globalBatch = 1;
+  // 2 (12 h^2 + 13 h) + V h parameters at 18 B; 2 layers of s b h (10 + 24 + 5 a s / h).
+  const double params = 2 * (12.0 * 1024 * 1024 + 13 * 1024) + 1024.0 * 1024;
+  const double layer = 512.0 * 1024 * (10 + 24 + 5.0 * 16 * 512 / 1024);
+  EXPECT_NEAR(transformerMemoryBytes(sp), params * 18 + 2 * layer, 1);
+  sp.recompute = true;  // the layers' inputs, and one layer's activations while recomputed
+  EXPECT_NEAR(transformerMemoryBytes(sp), params * 18 + 2 * 2 * 512.0 * 1024 + layer, 1);
+  GpuModel g;
+  ASSERT_EQ(gpuModelPreset("h200", &g), tsrSuccess);
+  EXPECT_EQ(g.memCapacityGB, 141);
 }
 
 TEST(TransformerSchedules, BadShapesGetASentence) {
