@@ -161,14 +161,34 @@ double gemmFlops(const GemmShape& g) {
          static_cast<double>(g.batch);
 }
 
+namespace {
+// The tiling a GEMM runs with on `sms` SMs: rows per tile (a GEMM of fewer rows than a tile uses
+// its rows rounded up to 16, the tensor cores' granule), tiles, and the split of K that spreads a
+// GEMM of fewer tiles than SMs over them (split-K, as cuBLAS picks for skinny GEMMs; at least 256
+// of K per split).
+struct Tiling {
+  uint64_t rows = 0, tiles = 0, splitK = 1;
+};
+Tiling tiling(const GpuModel& gpu, const GemmShape& g, int sms) {
+  Tiling t;
+  const uint64_t tm = static_cast<uint64_t>(gpu.tileM);
+  t.rows = g.m < tm ? (g.m + 15) / 16 * 16 : tm;
+  const uint64_t tn = static_cast<uint64_t>(gpu.tileN);
+  t.tiles = (g.m + t.rows - 1) / t.rows * ((g.n + tn - 1) / tn) * g.batch;
+  const uint64_t s = static_cast<uint64_t>(std::max(1, sms));
+  if (t.tiles < s) t.splitK = std::max<uint64_t>(1, std::min(s / t.tiles, g.k / 256));
+  return t;
+}
+}  // namespace
+
 uint64_t gemmTiles(const GpuModel& gpu, const GemmShape& g) {
-  uint64_t tm = (g.m + gpu.tileM - 1) / gpu.tileM, tn = (g.n + gpu.tileN - 1) / gpu.tileN;
-  return tm * tn * g.batch;
+  return tiling(gpu, g, gpu.sms).tiles;
 }
 
 uint64_t gemmWaves(const GpuModel& gpu, const GemmShape& g, int sms) {
+  Tiling t = tiling(gpu, g, sms);
   uint64_t s = static_cast<uint64_t>(std::max(1, sms));
-  return (gemmTiles(gpu, g) + s - 1) / s;
+  return (t.tiles * t.splitK + s - 1) / s;
 }
 
 namespace {
@@ -185,9 +205,12 @@ int smsLeft(const GpuModel& gpu, const Interference& with) {
 double gemmUs(const GpuModel& gpu, const GemmShape& g, const Interference& with) {
   if (g.m == 0 || g.n == 0 || g.k == 0 || g.batch == 0) return 0;
   const double perSm = gpu.peakTflops(g.dtype) * 1e6 * gpu.gemmEfficiency / gpu.sms;  // FLOP/us
+  const int sms = smsLeft(gpu, with);
+  const Tiling t = tiling(gpu, g, sms);
+  const double kPerSplit = std::ceil(static_cast<double>(g.k) / static_cast<double>(t.splitK));
   const double tileUs =
-      2.0 * gpu.tileM * gpu.tileN * static_cast<double>(g.k) / std::max(perSm, 1e-9);
-  const double compute = static_cast<double>(gemmWaves(gpu, g, smsLeft(gpu, with))) * tileUs;
+      2.0 * static_cast<double>(t.rows) * gpu.tileN * kPerSplit / std::max(perSm, 1e-9);
+  const double compute = static_cast<double>(gemmWaves(gpu, g, sms)) * tileUs;
   const double bytes = static_cast<double>(g.batch) * dtypeBytes(g.dtype) *
                        (static_cast<double>(g.m) * g.k + static_cast<double>(g.k) * g.n +
                         static_cast<double>(g.m) * g.n);

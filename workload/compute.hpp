@@ -5,6 +5,8 @@
 // A GEMM C[m x n] = A[m x k] B[k x n] (`batch` of them) is cut into tiles of tileM x tileN; the
 // tiles run in waves of one tile per SM, so a GEMM of 133 tiles on 132 SMs takes two waves (wave
 // quantization), and a tile's last row or column of tiles costs a whole tile (tile quantization).
+// A GEMM of fewer rows than a tile runs tiles of its rows (rounded up to 16), and one of fewer
+// tiles than SMs splits K across the SMs (split-K), as cuBLAS does for skinny GEMMs.
 // One tile takes 2 * tileM * tileN * k FLOPs at the SM's share of the dense peak times
 // `gemmEfficiency`; the GEMM takes at least the time its operands and result need from memory.
 // A memory-bound operation moves its bytes at memGBs * memEfficiency; attention takes the longer

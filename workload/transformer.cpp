@@ -169,6 +169,12 @@ struct Emitter {
   void attentionCore(const std::string& p, double attnScale, bool backward) {
     const double H = sp.hidden, T = sp.tp, S = sp.seq, B = sp.microBatch, A = sp.heads;
     const double heads = A / T, dh = H / A;
+    if (decodeCtx > 0) {
+      // One new token per sequence against the KV cache of decodeCtx tokens: QK^T and PV over
+      // the context, the cache's keys and values read once.
+      attention(p + "attn_decode", 4 * B * decodeCtx * H / T, 2 * B * decodeCtx * H / T * kAct);
+      return;
+    }
     if (sp.flashAttention) {
       double flops = 4 * B * S * S * H / T * attnScale;  // QK^T and PV, 2 FLOPs per MAC
       double bytes = 4 * B * S * H / T * kAct * attnScale;
@@ -267,8 +273,9 @@ struct Emitter {
   // vc: the model chunk of an interleaved pipeline (0 otherwise).
   void pass(int mb, bool forward, int64_t waitIn, int vc) {
     const int perStage = sp.layers / (sp.pp * sp.interleave);
-    const uint64_t tokens = static_cast<uint64_t>(sp.microBatch) * sp.seq;
-    const bool domino = sp.schedule == TpSchedule::kDomino && sp.tp > 1;
+    const uint64_t tokens =
+        static_cast<uint64_t>(sp.microBatch) * (decodeCtx > 0 ? 1 : static_cast<uint64_t>(sp.seq));
+    const bool domino = sp.schedule == TpSchedule::kDomino && sp.tp > 1 && decodeCtx == 0;
     const int chunks = domino ? sp.dominoSplit : 1;
     const uint64_t chunkTokens = tokens / static_cast<uint64_t>(chunks);
     const double scale = 1.0 / chunks;
@@ -309,10 +316,14 @@ struct Emitter {
     if (first) memory(m + "embed_bwd", 2.0 * tokens * H * kAct);
   }
   int lastMicroBatch = -1;
-  int wrapPrev = -1, wrapNext = -1;  // interleaved: the last stage for stage 0, and back
+  int wrapPrev = -1, wrapNext = -1;   // interleaved: the last stage for stage 0, and back
+  int firstRank = -1, lastRank = -1;  // decode: the stages the sampled tokens go between
+  int decodeCtx = 0;                  // decode: the KV cache's tokens (0: a full sequence)
+  int decodeTok = -1;                 // decode: the token being generated
 
   std::string label(int mb, int vc) const {
     return "mb" + std::to_string(mb) + "." +
+           (decodeTok >= 0 ? "t" + std::to_string(decodeTok) + "." : std::string()) +
            (sp.interleave > 1 ? "v" + std::to_string(vc) + "." : "");
   }
 
@@ -411,7 +422,29 @@ struct Emitter {
     auto fwdK = [&](int k) { fwd(v == 1 ? k : mbOf(k), v == 1 ? 0 : (k / sp.pp) % v); };
     auto bwdK = [&](int k) { bwd(v == 1 ? k : mbOf(k), v == 1 ? 0 : v - 1 - (k / sp.pp) % v); };
     if (sp.inference) {
-      for (int k = 0; k < total; ++k) fwdK(k);
+      const double ids = 4.0 * sp.microBatch;
+      for (int k = 0; k < total; ++k) {
+        fwdK(k);
+        if (sp.decodeTokens > 0 && firstRank >= 0)  // the prefill's sampled tokens
+          p2p(label(k, 0) + "send_ids", OpKind::kSend, firstRank, ids, {last});
+      }
+      // Decode: each micro-batch's next token through every stage; the last stage's sampled
+      // tokens (4 bytes a sequence) go back to the first stage before the next one starts.
+      for (int tok = 0; tok < sp.decodeTokens; ++tok) {
+        decodeTok = tok;
+        decodeCtx = sp.seq + tok + 1;
+        for (int mb = 0; mb < mbs; ++mb) {
+          int64_t in = -1;
+          if (stage == 0 && lastRank >= 0)
+            in = p2p(label(mb, 0) + "recv_ids", OpKind::kRecv, lastRank, ids);
+          if (stage > 0) in = p2p(label(mb, 0) + "recv_act", OpKind::kRecv, prevRank, act / sp.seq);
+          pass(mb, true, in, 0);
+          if (stage + 1 < sp.pp)
+            p2p(label(mb, 0) + "send_act", OpKind::kSend, nextRank, act / sp.seq, {last});
+          else if (firstRank >= 0 && tok + 1 < sp.decodeTokens)
+            p2p(label(mb, 0) + "send_ids", OpKind::kSend, firstRank, ids, {last});
+        }
+      }
       return;
     }
     const int warmup =
@@ -466,7 +499,10 @@ double transformerMemoryBytes(const TransformerSpec& sp) {
     inFlight = sp.pp * (1 + (sp.pp - 1.0) / (sp.pp * sp.interleave));
   double acts =
       sp.recompute ? inFlight * layers * 2 * s * b * h + perLayer : inFlight * layers * perLayer;
-  if (sp.inference) acts = perLayer;  // one layer's activations live at a time
+  if (sp.inference) {  // one layer's activations at a time, and the KV cache of every token
+    acts = perLayer + 2.0 * layers * (static_cast<double>(sp.globalBatch) / sp.dp) *
+                          (sp.seq + sp.decodeTokens) * h / t * kAct;
+  }
   return params * (2 + (sp.inference ? 0 : states)) + acts;
 }
 
@@ -488,6 +524,8 @@ Result makeTransformerStep(const TransformerSpec& sp, Workload* out) {
   if (sp.interleave < 1 || (sp.interleave > 1 && sp.pp < 2) ||
       sp.layers % (sp.pp * sp.interleave) != 0)
     return bad("interleaving needs PP > 1 and the layers to divide evenly into PP x chunks");
+  if (sp.decodeTokens < 0 || (sp.decodeTokens > 0 && (!sp.inference || sp.interleave > 1)))
+    return bad("decoding needs --inference and a plain (not interleaved) pipeline");
   if (sp.interleave > 1 && (sp.globalBatch / (sp.microBatch * sp.dp)) % sp.pp != 0)
     return bad("interleaving needs the micro-batches per replica to be a multiple of PP");
   if (sp.hidden % sp.heads != 0) return bad("the hidden size must be a multiple of the heads");
@@ -512,7 +550,7 @@ Result makeTransformerStep(const TransformerSpec& sp, Workload* out) {
   w.platform = sp.platform;
   w.nodes = std::max(1, gpus / sp.gpusPerNode);
   w.gpus = gpus;
-  w.modelFlops = megatronModelFlops(sp);
+  w.modelFlops = sp.inference && sp.decodeTokens > 0 ? 0 : megatronModelFlops(sp);
   auto gpuOf = [&](int t, int s, int d) { return d * sp.pp * sp.tp + s * sp.tp + t; };
   // Simulated ranks: every GPU (unfold) or one per stage.
   std::map<std::tuple<int, int, int>, int> index;
@@ -576,6 +614,10 @@ Result makeTransformerStep(const TransformerSpec& sp, Workload* out) {
     Emitter e(sp, w.ranks[static_cast<size_t>(r)], groupsOf[static_cast<size_t>(r)], s);
     e.prevRank = s > 0 ? rankOf(t, s - 1, d) : -1;
     e.nextRank = s + 1 < sp.pp ? rankOf(t, s + 1, d) : -1;
+    if (sp.pp > 1 && sp.inference && sp.decodeTokens > 0) {
+      e.firstRank = s == sp.pp - 1 ? rankOf(t, 0, d) : -1;
+      e.lastRank = s == 0 ? rankOf(t, sp.pp - 1, d) : -1;
+    }
     if (sp.interleave > 1) {
       e.wrapPrev = s == 0 ? rankOf(t, sp.pp - 1, d) : -1;
       e.wrapNext = s == sp.pp - 1 ? rankOf(t, 0, d) : -1;

@@ -45,6 +45,7 @@ struct TransformerSpec {
   DpMode dpMode = DpMode::kAllReduce;
   bool dpOverlap = false;  // each layer's gradients reduced as its last backward ends
   bool inference = false;  // forward passes only (a prefill of every micro-batch)
+  int decodeTokens = 0;    // inference: then this many tokens generated per sequence (KV cache)
   int gradBytes = 4;       // gradients reduced in fp32 (Megatron-LM's default)
   std::string gpu = "h100", platform = "dgx-h100";
   int gpusPerNode = 8;

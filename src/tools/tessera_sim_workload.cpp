@@ -40,7 +40,8 @@ constexpr const char* kUsage =
     "    --domino-split N  Domino's parts (2)\n"
     "    --zero            DP as ZeRO: reduce-scatter gradients, all-gather parameters\n"
     "    --dp-overlap      each layer's gradients reduced as its backward ends\n"
-    "    --inference       forward passes only\n"
+    "    --inference       forward passes only (a prefill of every micro-batch)\n"
+    "    --decode N        with --inference: then N tokens generated per sequence\n"
     "    --gpu G           a100, h100 (default), h800, h200\n"
     "    --platform P      dgx-h100 (default), dgx-a100, hgx-h200, hgx-h800\n"
     "    --unfold          simulate every GPU instead of one rank per pipeline stage\n"
@@ -185,6 +186,8 @@ int workloadMain(int argc, char** argv) {
       if (!intArg(1, 1 << 16, &sp.pp)) return usage("--pp: expected a count");
     } else if (a == "--dp") {
       if (!intArg(1, 1 << 20, &sp.dp)) return usage("--dp: expected a count");
+    } else if (a == "--decode") {
+      if (!intArg(0, 1 << 20, &sp.decodeTokens)) return usage("--decode: expected a count");
     } else if (a == "--interleave") {
       if (!intArg(1, 1024, &sp.interleave)) return usage("--interleave: expected 1..1024");
     } else if (a == "--domino-split") {
@@ -282,6 +285,12 @@ int workloadMain(int argc, char** argv) {
     }
     if (single) {
       printReport(w, row.rep);
+      if (row.spec.inference && row.spec.decodeTokens > 0)
+        std::printf("tokens per second    %12.0f generated (%d sequences x %d tokens)\n",
+                    row.rep.stepUs > 0
+                        ? 1e6 * row.spec.globalBatch * row.spec.decodeTokens / row.rep.stepUs
+                        : 0.0,
+                    row.spec.globalBatch, row.spec.decodeTokens);
       GpuModel g;
       if (gpuModelPreset(row.spec.gpu, &g) == tsrSuccess) {
         double gb = transformerMemoryBytes(row.spec) / 1e9;

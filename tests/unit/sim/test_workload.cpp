@@ -145,6 +145,12 @@ TEST(ComputeModel, GemmTimeIsWavesOfTilesOrItsBytesFromMemory) {
   GemmShape thin{256, 256, 1, 1, DType::kBf16};
   EXPECT_NEAR(gemmUs(g, thin), (256.0 + 256 + 65536) * 2 / 1e6, 1e-12);
   EXPECT_NEAR(gemmFlops(s), 2.0 * 256 * 256 * 1024, 1e-3);
+  // A skinny GEMM (a decode step's 4 rows): tiles of 16 rows, 2 of them, K split in 2 to fill
+  // the 4 SMs: one wave of 2*16*128*2048 FLOPs.
+  GemmShape skinny{4, 256, 4096, 1, DType::kBf16};
+  EXPECT_EQ(gemmTiles(g, skinny), 2u);
+  EXPECT_EQ(gemmWaves(g, skinny, 4), 1u);
+  EXPECT_NEAR(gemmUs(g, skinny), 2.0 * 16 * 128 * 2048 / 1e6, 1e-9);
   // Memory: bytes over the bandwidth left beside a collective's copies.
   EXPECT_NEAR(memoryUs(g, 2e6), 2.0, 1e-12);
   EXPECT_NEAR(memoryUs(g, 2e6, Interference{0, 500}), 4.0, 1e-12);
@@ -430,6 +436,35 @@ TEST(TransformerSchedules, InterleavedChunksFollowTheVirtualPipelineAndShortenTh
   ASSERT_EQ(simulateWorkload(w, opt, &plain), tsrSuccess) << lastErrorMessage();
   EXPECT_LT(inter.stepUs, plain.stepUs);
   sp.interleave = 3;  // 4 layers do not split into 2 stages x 3 chunks
+  EXPECT_NE(makeTransformerStep(sp, &w), tsrSuccess);
+}
+
+TEST(TransformerSchedules, DecodeSendsEachTokenBackToTheFirstStage) {
+  TransformerSpec sp = smallGpt();
+  sp.tp = 1;
+  sp.pp = 2;
+  sp.microBatch = 1;
+  sp.globalBatch = 2;
+  sp.inference = true;
+  sp.decodeTokens = 2;
+  Workload w;
+  ASSERT_EQ(makeTransformerStep(sp, &w), tsrSuccess) << lastErrorMessage();
+  const Rank& first = w.ranks[0];
+  const Rank& last = w.ranks[1];
+  // The prefill's token and token 0's come back; token 1 is the last.
+  EXPECT_EQ(last.ops[indexOf(last, "mb1.send_ids")].peer, 0);
+  EXPECT_EQ(last.ops[indexOf(last, "mb1.t0.send_ids")].peer, 0);
+  for (const Op& op : last.ops) EXPECT_NE(op.id, "mb0.t1.send_ids");
+  size_t recv = indexOf(first, "mb0.t1.recv_ids");
+  EXPECT_LT(recv, indexOf(first, "mb0.t1.l0.attn_decode"));
+  // One new token per sequence.
+  EXPECT_EQ(first.ops[indexOf(first, "mb0.t1.l0.qkv")].gemm.m, 1u);
+  EngineOptions opt;
+  opt.fixedCollectiveUs = 5;
+  StepReport rep;
+  ASSERT_EQ(simulateWorkload(w, opt, &rep), tsrSuccess) << lastErrorMessage();
+  EXPECT_GT(rep.timeline[0][recv].start, 0);
+  sp.inference = false;
   EXPECT_NE(makeTransformerStep(sp, &w), tsrSuccess);
 }
 
