@@ -281,7 +281,7 @@ struct Engine {
 
   // ---- Starting ops ----
 
-  void markRunning(int32_t r, uint32_t i, size_t) {
+  void markRunning(int32_t r, uint32_t i) {
     state[static_cast<size_t>(r)][i] = State::kRunning;
     if (opt.keepTimeline) rep->timeline[static_cast<size_t>(r)][i].start = now;
   }
@@ -367,7 +367,7 @@ struct Engine {
 
   void start(size_t a) {
     Activity& act = acts[a];
-    for (auto [r, i] : act.ops) markRunning(r, i, a);
+    for (auto [r, i] : act.ops) markRunning(r, i);
     for (int32_t r : act.computeRanks) ++computeCount[static_cast<size_t>(r)];
     for (int32_t r : act.commRanks) {
       ++commCount[static_cast<size_t>(r)];

@@ -430,7 +430,7 @@ Result workloadFromJson(const std::string& text, const std::string& source, Work
     std::set<int> nodesOf;
     for (int32_t m : g.members)
       if (m >= 0 && static_cast<size_t>(m) < w.ranks.size())
-        nodesOf.insert(w.ranks[static_cast<size_t>(m)].gpu / 8);
+        nodesOf.insert(w.ranks[static_cast<size_t>(m)].gpu / kPresetGpusPerNode);
     g.nodes = std::max<int>(1, static_cast<int>(nodesOf.size()));
   }
   TSR_CHECK(checkWorkload(w, source));

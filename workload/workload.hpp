@@ -98,6 +98,9 @@ struct Workload {
 };
 
 inline constexpr size_t kMaxWorkloadRanks = 1u << 17;
+// GPUs per node of every GPU preset: a group's node span, where a file does not say it, counts
+// its members' GPUs / 8.
+inline constexpr int kPresetGpusPerNode = 8;
 inline constexpr size_t kMaxOpsPerRank = 1u << 24;
 
 // Everything the reader checks, on a workload built in memory: indices in range, groups' members

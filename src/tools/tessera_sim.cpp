@@ -20,6 +20,7 @@
 #include "collectives/sim/simulator.hpp"
 #include "core/build_config.hpp"
 #include "core/log.hpp"
+#include "tessera_sim_cli.hpp"
 
 #if TESSERA_HAVE_JSON
 #include <nlohmann/json.hpp>
@@ -30,9 +31,9 @@ namespace {
 using namespace tessera;
 using namespace tessera::sim;
 
-constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
+using simcli::kExitFailed;
+using simcli::kExitOk;
+using simcli::kExitUsage;
 
 // The usage names the device executor's defaults.
 static_assert(kDeviceCtas == 8 && kDeviceScratchBytes == 64u << 20, "update kUsage");
@@ -71,24 +72,9 @@ constexpr const char* kUsage =
     "my.json, then tessera_sim --plan my.json --nodes 64 beside --algo ring and --algo hier.\n"
     "exit codes: 0 ok, 1 simulation or I/O failure, 2 usage\n";
 
-int usage(const std::string& why) {
-  std::fprintf(stderr, "tessera_sim: %s\n%s", why.c_str(), kUsage);
-  return kExitUsage;
-}
-
-int failed(const char* what) {
-  std::fprintf(stderr, "tessera_sim: %s: %s\n", what, lastErrorMessage());
-  return kExitFailed;
-}
-
-bool parseInt(const char* s, long lo, long hi, int* out) {
-  char* end = nullptr;
-  errno = 0;
-  long v = std::strtol(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) return false;
-  *out = static_cast<int>(v);
-  return true;
-}
+int usage(const std::string& why) { return simcli::usage(why, kUsage); }
+using simcli::failed;
+using simcli::parseInt;
 
 // "64K", "256M", "8": bytes.
 bool parseSize(const char* s, uint64_t* out) {

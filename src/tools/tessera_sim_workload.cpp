@@ -11,6 +11,7 @@
 
 #include "collectives/plan/plan_json.hpp"
 #include "core/log.hpp"
+#include "tessera_sim_cli.hpp"
 #include "workload/engine.hpp"
 #include "workload/transformer.hpp"
 
@@ -19,9 +20,9 @@ namespace {
 using namespace tessera;
 using namespace tessera::workload;
 
-constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
+using simcli::kExitFailed;
+using simcli::kExitOk;
+using simcli::kExitUsage;
 
 constexpr const char* kUsage =
     "usage: tessera_sim --workload FILE [options]\n"
@@ -58,22 +59,9 @@ constexpr const char* kUsage =
     "  --csv FILE        the sweep's or comparison's rows as CSV (perf/plot_workload.py plots it)\n"
     "exit codes: 0 ok, 1 simulation or I/O failure, 2 usage\n";
 
-int usage(const std::string& why) {
-  std::fprintf(stderr, "tessera_sim: %s\n%s", why.c_str(), kUsage);
-  return kExitUsage;
-}
-int failed(const char* what) {
-  std::fprintf(stderr, "tessera_sim: %s: %s\n", what, lastErrorMessage());
-  return kExitFailed;
-}
-bool parseInt(const char* s, long lo, long hi, int* out) {
-  char* end = nullptr;
-  errno = 0;
-  long v = std::strtol(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) return false;
-  *out = static_cast<int>(v);
-  return true;
-}
+int usage(const std::string& why) { return simcli::usage(why, kUsage); }
+using simcli::failed;
+using simcli::parseInt;
 bool writeFile(const std::string& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
