@@ -23,25 +23,33 @@ constexpr double kMemEfficiency = 0.9;
 // An eager framework's gap between kernels: assumed, as above.
 constexpr double kLaunchUs = 4.0;
 
-GpuModel hopper(const char* name, const char* source, double memGBs, double capacityGB) {
+// A preset: the numbers that differ between GPUs; tiles, attention and memory efficiency and the
+// launch cost are the same assumptions for all.
+GpuModel preset(const char* name, const std::string& source, int sms, double bf16, double tf32,
+                double fp8, double fp32, double memGBs, double capacityGB, double gemmEfficiency) {
   GpuModel g;
   g.name = name;
   g.source = source;
-  g.sms = 132;
-  g.bf16Tflops = 989.4;
-  g.fp16Tflops = 989.4;
-  g.tf32Tflops = 494.7;
-  g.fp8Tflops = 1978.9;
-  g.fp32Tflops = 66.9;
+  g.sms = sms;
+  g.bf16Tflops = bf16;
+  g.fp16Tflops = bf16;
+  g.tf32Tflops = tf32;
+  g.fp8Tflops = fp8;
+  g.fp32Tflops = fp32;
   g.memGBs = memGBs;
   g.memCapacityGB = capacityGB;
-  g.gemmEfficiency = kH100GemmEfficiency;
+  g.gemmEfficiency = gemmEfficiency;
   g.attentionEfficiency = kAttentionEfficiency;
   g.memEfficiency = kMemEfficiency;
   g.tileM = 128;
   g.tileN = 256;
   g.launchUs = kLaunchUs;
   return g;
+}
+
+GpuModel hopper(const char* name, const std::string& source, double memGBs, double capacityGB) {
+  return preset(name, source, 132, 989.4, 494.7, 1978.9, 66.9, memGBs, capacityGB,
+                kH100GemmEfficiency);
 }
 
 constexpr const char* kAssumed =
@@ -104,15 +112,13 @@ Result gpuModelPreset(const std::string& name, GpuModel* out) {
       std::string(
           "NVIDIA A100 SXM4 80GB datasheet and A100 whitepaper: 108 SMs, 312 TFLOP/s BF16/FP16 "
           "dense, 156 TF32, 19.5 FP32, 80 GB HBM2e at 2039 GB/s; GEMMs at 85.9% of peak (the best "
-          "GEMM "
-          "measured by the MAMF finder, 267.9 TFLOP/s)") +
+          "GEMM measured by the MAMF finder, 267.9 TFLOP/s)") +
       kAssumed;
   static const std::string h100 =
       std::string(
           "NVIDIA H100 SXM5 datasheet and Hopper whitepaper: 132 SMs, 989.4 TFLOP/s BF16/FP16 "
           "dense, 494.7 TF32, 1978.9 FP8, 66.9 FP32, 80 GB HBM3 at 3350 GB/s; GEMMs at 80.1% of "
-          "peak (the "
-          "best GEMM measured by the MAMF finder, 792.1 TFLOP/s)") +
+          "peak (the best GEMM measured by the MAMF finder, 792.1 TFLOP/s)") +
       kAssumed;
   static const std::string h800 =
       std::string(
@@ -124,31 +130,14 @@ Result gpuModelPreset(const std::string& name, GpuModel* out) {
           "NVIDIA H200 SXM datasheet: the H100's GPU (132 SMs, 989.4 TFLOP/s BF16 dense) with "
           "141 GB HBM3e at 4800 GB/s; GEMMs as measured on H100 (80.1%)") +
       kAssumed;
-  if (name == "a100") {
-    GpuModel g;
-    g.name = "a100";
-    g.source = a100;
-    g.sms = 108;
-    g.bf16Tflops = 312;
-    g.fp16Tflops = 312;
-    g.tf32Tflops = 156;
-    g.fp8Tflops = 0;  // no FP8 tensor cores
-    g.fp32Tflops = 19.5;
-    g.memGBs = 2039;
-    g.memCapacityGB = 80;
-    g.gemmEfficiency = kA100GemmEfficiency;
-    g.attentionEfficiency = kAttentionEfficiency;
-    g.memEfficiency = kMemEfficiency;
-    g.tileM = 128;
-    g.tileN = 256;
-    g.launchUs = kLaunchUs;
-    *out = g;
+  if (name == "a100") {  // no FP8 tensor cores
+    *out = preset("a100", a100, 108, 312, 156, 0, 19.5, 2039, 80, kA100GemmEfficiency);
   } else if (name == "h100") {
-    *out = hopper("h100", h100.c_str(), 3350, 80);
+    *out = hopper("h100", h100, 3350, 80);
   } else if (name == "h800") {
-    *out = hopper("h800", h800.c_str(), 3350, 80);
+    *out = hopper("h800", h800, 3350, 80);
   } else if (name == "h200") {
-    *out = hopper("h200", h200.c_str(), 4800, 141);
+    *out = hopper("h200", h200, 4800, 141);
   } else {
     return TSR_FAIL(tsrInvalidArgument, "unknown GPU \"%s\" (a100, h100, h800, h200)",
                     name.c_str());

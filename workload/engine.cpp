@@ -39,7 +39,6 @@ struct Activity {
   const Op* computeOp = nullptr;  // a compute op: its time beside a collective, when one runs
   double alone = 0;               // the compute op's time alone
   double commMemGBs = 0;          // a collective: memory bandwidth its copies use
-  bool alive = true;
 };
 
 struct Engine {

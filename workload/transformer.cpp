@@ -116,8 +116,7 @@ struct Emitter {
   int64_t forwardBlock(const std::string& p, int block, uint64_t tokens, double attnScale,
                        int64_t waitIn, bool domino) {
     const uint64_t H = static_cast<uint64_t>(sp.hidden), T = static_cast<uint64_t>(sp.tp);
-    const uint64_t F = static_cast<uint64_t>(sp.ffnSize()), A = static_cast<uint64_t>(sp.heads);
-    const uint64_t S = static_cast<uint64_t>(sp.seq), B = static_cast<uint64_t>(sp.microBatch);
+    const uint64_t F = static_cast<uint64_t>(sp.ffnSize());
     const bool spar = sp.sequenceParallel && sp.tp > 1;
     const bool fusedOps = sp.schedule == TpSchedule::kFused && sp.tp > 1;
     const double lnTokens = spar ? static_cast<double>(tokens) / T : static_cast<double>(tokens);
@@ -158,9 +157,6 @@ struct Emitter {
       wait = tpComm(p + (spar ? "rs2" : "ar2"),
                     spar ? Collective::kReduceScatter : Collective::kAllReduce, actBytes, domino);
     }
-    (void)B;
-    (void)S;
-    (void)A;
     return wait;  // the residual add of the next layer's first op waits for it
   }
 

@@ -48,7 +48,7 @@ struct TransformerSpec {
   int decodeTokens = 0;    // inference: then this many tokens generated per sequence (KV cache)
   int gradBytes = 4;       // gradients reduced in fp32 (Megatron-LM's default)
   std::string gpu = "h100", platform = "dgx-h100";
-  int gpusPerNode = 8;
+  int gpusPerNode = kPresetGpusPerNode;
   bool unfold = false;
 
   int ffnSize() const { return ffn > 0 ? ffn : 4 * hidden; }
