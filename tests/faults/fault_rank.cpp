@@ -21,6 +21,7 @@
 // Exit: 0 all calls right, 3 a call failed (what the fault tests expect), 1 a wrong result,
 // 2 setup failed (no id, init failed, bad arguments).
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -62,6 +63,9 @@ std::map<int, std::string> openFds() {
     char target[512] = {};
     std::string path = std::string("/proc/self/fd/") + e->d_name;
     ssize_t n = readlink(path.c_str(), target, sizeof target - 1);
+    // A descriptor that another thread closed between readdir and readlink (the process-wide
+    // fd server dropping a peer's connection) is not open: not listed, never counted a leak.
+    if (n <= 0 && fcntl(fd, F_GETFD) < 0 && errno == EBADF) continue;
     out[fd] = n > 0 ? std::string(target, static_cast<size_t>(n)) : "?";
   }
   closedir(d);
@@ -86,13 +90,14 @@ std::map<std::string, std::string> unixSocketNames() {
 // Descriptors opened since `before` and still open. The process-wide fd server of the shm and
 // cuda_ipc transports (a listening abstract socket "@tessera-fd-<pid>-..." and its wake eventfd)
 // lives until the process exits by design: it is named, not counted as a leak.
-std::string leakedSince(const std::map<int, std::string>& before, int* count) {
-  auto names = unixSocketNames();
+std::vector<std::string> leakedOnce(const std::map<int, std::string>& before) {
+  auto fds = openFds();
+  auto names = unixSocketNames();  // after the listing: a socket accepted since is not listed
   std::string me = "@tessera-fd-" + std::to_string(getpid()) + "-";
   std::vector<std::string> leaked;
   bool fdServer = false;
   int eventfds = 0;
-  for (const auto& [fd, target] : openFds()) {
+  for (const auto& [fd, target] : fds) {
     auto it = before.find(fd);
     if (it != before.end() && it->second == target) continue;
     auto name = names.find(target);
@@ -106,6 +111,19 @@ std::string leakedSince(const std::map<int, std::string>& before, int* count) {
   }
   if (eventfds > 0 && !fdServer)
     leaked.push_back("an eventfd (and no fd server it could belong to)");
+  return leaked;
+}
+
+// A leak is a descriptor that stays open. The fd server's thread accepts and closes peers'
+// connections while this process lists its descriptors, so a listing can catch one mid-change;
+// a listing that finds something is taken again (up to three times, 50 ms apart) and the last
+// one is reported: a real leak is in every listing.
+std::string leakedSince(const std::map<int, std::string>& before, int* count) {
+  std::vector<std::string> leaked = leakedOnce(before);
+  for (int i = 0; i < 2 && !leaked.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    leaked = leakedOnce(before);
+  }
   *count = static_cast<int>(leaked.size());
   std::string s;
   for (const auto& l : leaked) s += (s.empty() ? "" : ",") + l;
