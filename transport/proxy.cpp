@@ -91,9 +91,10 @@ Result ProxyService::execute(const device::ProxyTrigger& trigger) {
   if (op & device::kTriggerPut)
     TSR_CHECK(e.connection->put(*e.remote, trigger.dstOffset, *e.local, trigger.srcOffset,
                                 trigger.bytes));
-  if (op & device::kTriggerSignal)
-    TSR_CHECK(e.connection->atomicAdd(*e.semaphore->remote(),
-                                      e.semaphore->remoteOffset() + Semaphore::kInboundOffset, 1));
+  // Semaphore::signal adds on the same connection (createPortChannel checks it), so the add is
+  // ordered after the puts; it also wakes the peer's thread if it parked on the counter (a bare
+  // atomicAdd left a parked waiter to its 20 ms park slice on every signal).
+  if (op & device::kTriggerSignal) TSR_CHECK(e.semaphore->signal());
   if (op & device::kTriggerFlush) TSR_CHECK(e.connection->flush());
   if (op & device::kTriggerClose) removeChannel(channel);
   return tsrSuccess;

@@ -1,8 +1,10 @@
 // Semaphore waits that park (src/core/park.hpp): with no spin budget every wait that finds no
-// signal sleeps on the counter's futex word, and the peer's signal (Semaphore::signal and the
-// memory channel's device-handle signal alike) must wake it: a ping-pong of many rounds finishes,
-// each wait well inside its deadline. Over ucx, whose remote atomics wake no one, waits must not
-// park at all (they poll).
+// signal sleeps on the counter's futex word, and the peer's signal (Semaphore::signal, the
+// memory channel's device-handle signal, and a port channel's signal, which the proxy thread
+// carries out) must wake it: a ping-pong of many rounds finishes, and almost no park ends at its
+// timeout (a signal that wakes no one leaves every park to its 20 ms slice, and the run still
+// finishes inside its deadline: only the timeout count shows it). Over ucx, whose remote atomics
+// wake no one, waits must not park at all (they poll).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -18,7 +20,9 @@ namespace {
 
 constexpr int kRounds = 2000;
 
-std::string pingPong(TransportContext& ctx, TransportKind kind, bool viaDeviceHandle) {
+enum class Signaller { kSemaphore, kMemoryChannelHandle, kPortChannel };
+
+std::string pingPong(TransportContext& ctx, TransportKind kind, Signaller how) {
   int me = ctx.rank(), peer = 1 - me;
   std::shared_ptr<Connection> conn;
   TT_CHECK_OK(ctx.connect(peer, kind, &conn));
@@ -30,12 +34,16 @@ std::string pingPong(TransportContext& ctx, TransportKind kind, bool viaDeviceHa
   bool wakes = kind == TransportKind::kInproc || kind == TransportKind::kShm;
   TT_CHECK(parkable == wakes, "%s semaphore says parkable=%d", transportName(kind), parkable);
   std::unique_ptr<MemoryChannel> mc;
+  std::unique_ptr<PortChannel> pc;
   std::shared_ptr<Memory> local;
   std::shared_ptr<RemoteMemory> remote;
-  if (viaDeviceHandle) {
+  if (how != Signaller::kSemaphore) {
     TT_CHECK_OK(ctx.allocate(4096, MemoryKind::kHost, &local));
     TT_CHECK_OK(ctx.exchangeMemory(*conn, *local, &remote, 0));
-    TT_CHECK_OK(ctx.createMemoryChannel(conn, remote, local, sem, &mc));
+    if (how == Signaller::kMemoryChannelHandle)
+      TT_CHECK_OK(ctx.createMemoryChannel(conn, remote, local, sem, &mc));
+    else
+      TT_CHECK_OK(ctx.createPortChannel(conn, remote, local, sem, &pc));
   }
   threadWaitStats() = WaitStats{};
   for (int i = 0; i < kRounds; ++i) {
@@ -45,6 +53,8 @@ std::string pingPong(TransportContext& ctx, TransportKind kind, bool viaDeviceHa
       if (i % 10 == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
       if (mc)
         mc->deviceHandle().signal();
+      else if (pc)
+        TT_CHECK_OK(pc->signal());
       else
         TT_CHECK_OK(sem->signal());
     } else {
@@ -52,8 +62,14 @@ std::string pingPong(TransportContext& ctx, TransportKind kind, bool viaDeviceHa
     }
   }
   TT_CHECK_OK(ctx.bootstrap().barrier());
-  uint64_t parks = threadWaitStats().parks;
+  if (pc) TT_CHECK_OK(pc->flush());
+  uint64_t parks = threadWaitStats().parks, timeouts = threadWaitStats().timeouts;
   if (wakes) TT_CHECK(parks > 0, "no wait parked over %s", transportName(kind));
+  // A wake lost now and then to a descheduled signaller is noise; lost wakes are every park.
+  TT_CHECK(timeouts * 10 <= parks,
+           "%llu of %llu parked waits over %s ended at their timeout: the signal woke no one",
+           static_cast<unsigned long long>(timeouts), static_cast<unsigned long long>(parks),
+           transportName(kind));
   if (!wakes)
     TT_CHECK(parks == 0, "%llu waits parked over %s, which wakes no sleeper",
              static_cast<unsigned long long>(parks), transportName(kind));
@@ -78,7 +94,7 @@ TEST_P(SemaphorePark, SignalsWakeParkedWaits) {
   o.timeoutSeconds = 15;
   o.runSeconds = 60;
   expectAllRanksOk(runCase(
-      c, [&](TransportContext& ctx) { return pingPong(ctx, c.kind, false); }, o));
+      c, [&](TransportContext& ctx) { return pingPong(ctx, c.kind, Signaller::kSemaphore); }, o));
 }
 
 // The memory channel's device-handle signal (what the host executor's hot path uses), over the
@@ -91,7 +107,18 @@ TEST_P(SemaphoreParkMapped, DeviceHandleSignalsWakeParkedWaits) {
   o.timeoutSeconds = 15;
   o.runSeconds = 60;
   expectAllRanksOk(runCase(
-      c, [&](TransportContext& ctx) { return pingPong(ctx, c.kind, true); }, o));
+      c, [&](TransportContext& ctx) { return pingPong(ctx, c.kind, Signaller::kMemoryChannelHandle); }, o));
+}
+
+// A port channel's signal: the proxy thread adds to the peer's counter and must wake it too.
+TEST_P(SemaphorePark, PortChannelSignalsWakeParkedWaits) {
+  TransportCase c = GetParam();
+  RankOptions o;
+  o.timeoutSeconds = 15;
+  o.runSeconds = 60;
+  expectAllRanksOk(runCase(
+      c, [&](TransportContext& ctx) { return pingPong(ctx, c.kind, Signaller::kPortChannel); },
+      o));
 }
 
 INSTANTIATE_TEST_SUITE_P(HostTransports, SemaphorePark,
