@@ -1,15 +1,16 @@
 #include "transport/proxy.hpp"
 
+#include "core/park.hpp"
 #include "transport/context.hpp"
 #include "transport/context_state.hpp"
 
 namespace tessera {
 namespace {
 constexpr Subsys kLogSubsys = Subsys::kProxy;
-constexpr size_t kLine = 64;  // head, tail and error each get their own cache line
-}  // namespace
+constexpr size_t kLine = 64;  // head, tail, error and the doorbell each get their own line
+// The host FIFO's memory: the ring, tail, error, head, then doorbell and parked flag.
+constexpr size_t kFifoBytes = sizeof(device::ProxyTrigger) * ProxyService::kFifoSlots + 4 * kLine;
 
-namespace {
 // Lays out a FIFO over `slots` (the ring, then tail and error on their own cache lines).
 device::FifoDeviceHandle layoutFifo(char* slots, uint64_t* head, double timeoutSeconds) {
   size_t ring = sizeof(device::ProxyTrigger) * ProxyService::kFifoSlots;
@@ -27,11 +28,13 @@ device::FifoDeviceHandle layoutFifo(char* slots, uint64_t* head, double timeoutS
 Result ProxyService::create(TransportContext& context, std::unique_ptr<ProxyService>* out) {
   std::unique_ptr<ProxyService> p(new ProxyService());
   p->state_ = context.state();
-  size_t bytes = sizeof(device::ProxyTrigger) * kFifoSlots + 3 * kLine;
+  size_t bytes = kFifoBytes;
   TSR_CHECK(context.allocate(bytes, MemoryKind::kHost, &p->hostFifoMemory_));
   auto* host = static_cast<char*>(p->hostFifoMemory_->data());
-  p->hostFifo_ = layoutFifo(host, reinterpret_cast<uint64_t*>(host + bytes - kLine),
+  p->hostFifo_ = layoutFifo(host, reinterpret_cast<uint64_t*>(host + bytes - 2 * kLine),
                             p->state_->timeoutSeconds);
+  p->hostFifo_.doorbell = reinterpret_cast<uint32_t*>(host + bytes - kLine);
+  p->hostFifo_.parked = p->hostFifo_.doorbell + 1;
   if (p->state_->cudaDevice >= 0) {
     TSR_CHECK(context.allocate(bytes, MemoryKind::kCudaPinnedHost, &p->deviceFifoMemory_));
     TSR_CHECK(context.allocate(kLine, MemoryKind::kCuda, &p->deviceHeadMemory_));
@@ -40,6 +43,7 @@ Result ProxyService::create(TransportContext& context, std::unique_ptr<ProxyServ
                    static_cast<uint64_t*>(p->deviceHeadMemory_->data()), p->state_->timeoutSeconds);
     p->hasDeviceFifo_ = true;
   }
+  p->parksWhenIdle_ = !p->hasDeviceFifo_ && waitSettings().park;
   p->thread_ = std::thread([raw = p.get()] { raw->run(); });
   *out = std::move(p);
   return tsrSuccess;
@@ -49,7 +53,8 @@ ProxyService::~ProxyService() { stop(); }
 
 void ProxyService::stop() {
   std::lock_guard<std::mutex> lock(stopMutex_);
-  stop_.store(true, std::memory_order_release);
+  stop_.store(true, std::memory_order_seq_cst);
+  hostFifo_.ring(/*always=*/true);  // a parked thread wakes now, not at its slice's end
   if (thread_.joinable()) thread_.join();
 }
 
@@ -132,15 +137,40 @@ void ProxyService::run() {
   ScopedRank scoped(state_->rank);
   uint64_t hostTail = 0, deviceTail = 0;
   uint32_t idle = 0;
+  // Without a device FIFO every producer is a host thread that rings the doorbell: the thread
+  // waits as host waits do (spin, yield where the core is shared, then park on the doorbell).
+  // Kernels cannot wake it, so with a device FIFO it polls with a bounded backoff.
+  bool parks = parksWhenIdle_;
+  HostWaiter waiter;
+  ParkSet park;
+  if (parks) park.add(hostFifo_.doorbell, hostFifo_.parked);
   while (!stop_.load(std::memory_order_acquire)) {
     bool did = drain(hostFifo_, &hostTail);
     if (hasDeviceFifo_) did = drain(deviceFifo_, &deviceTail) || did;
     if (did) {
       idle = 0;
-    } else {
-      // Idle: spin briefly, then yield, then short sleeps (the cap bounds the added latency).
-      device::backoff(idle < 70000 ? idle++ : 70000);  // ends in 100 us sleeps when idle
+      waiter.moved();
+      continue;
     }
+    if (!parks) {
+      // Spin briefly, then yield, then short sleeps (the cap bounds the added latency).
+      device::backoff(idle < 70000 ? idle++ : 70000);  // ends in 100 us sleeps when idle
+      continue;
+    }
+    if (waiter.idle() == WaitStep::kPoll) continue;
+    park.arm();
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    const device::ProxyTrigger* next = &hostFifo_.triggers[hostTail % hostFifo_.size];
+    if (__atomic_load_n(&next->control, __ATOMIC_SEQ_CST) != 0 ||
+        stop_.load(std::memory_order_seq_cst)) {
+      park.disarm();
+      continue;
+    }
+    // The slice bounds a wake that never comes (a producer that died between its push and its
+    // ring); the loop then looks again.
+    park.sleep(HostWaiter::kParkSliceNs);
+    parks_.store(threadWaitStats().parks, std::memory_order_relaxed);
+    parkTimeouts_.store(threadWaitStats().timeouts, std::memory_order_relaxed);
   }
 }
 

@@ -4,6 +4,10 @@
 // puts), flush where asked. The first failure is written to the FIFOs' error words and logged;
 // every later push and sync reports it.
 //
+// Idle, the thread waits as host waits do (src/core/park.hpp): it spins for the spin budget, then
+// parks on the host FIFO's doorbell, which a host producer rings after its push when the thread
+// said it parked (fifo_device.hpp). With a device FIFO it polls instead (a kernel cannot wake it).
+//
 // Two FIFOs, because host and GPU producers cannot share one claim counter: atomics on mapped
 // pinned memory are not atomic between the host and the device. The host FIFO (plain host
 // memory) takes host threads' triggers; with a GPU, the device FIFO takes kernels' triggers: its
@@ -56,6 +60,13 @@ class ProxyService {
   // The proxy's first error (tsrSuccess while none), with its sentence.
   Result error(std::string* sentence) const;
 
+  // Whether the thread parks on the host FIFO's doorbell when idle (no device FIFO, and
+  // TESSERA_WAIT_PARK is not 0); its parks so far, and how many of them ended at their slice's
+  // timeout rather than by a producer's ring (tests, diagnostics).
+  bool parksWhenIdle() const { return parksWhenIdle_; }
+  uint64_t parks() const { return parks_.load(std::memory_order_relaxed); }
+  uint64_t parkTimeouts() const { return parkTimeouts_.load(std::memory_order_relaxed); }
+
  private:
   ProxyService() = default;
   void run();
@@ -75,6 +86,9 @@ class ProxyService {
   std::unordered_map<uint32_t, ChannelEntry> channels_;
   uint32_t nextChannel_ = 0;
   std::string errorSentence_;
+  bool parksWhenIdle_ = false;
+  std::atomic<uint64_t> parks_{0};
+  std::atomic<uint64_t> parkTimeouts_{0};
   std::atomic<bool> stop_{false};
   std::mutex stopMutex_;
   std::thread thread_;

@@ -8,11 +8,26 @@
 // carries it out, then advances `tail` with release. A producer that needs completion (flush)
 // waits for tail > its slot. An error of the proxy is written to `error` (a tsrResult_t) and
 // every later push or sync reports it.
+//
+// Host FIFOs also carry a doorbell: the proxy thread, idle for its spin budget, raises `parked`,
+// reads `doorbell`, looks at its next slot once more and sleeps on the doorbell (a futex) when
+// the slot is still empty. A host producer, after publishing a slot, reads `parked` and rings
+// the doorbell (adds one to it, then a futex wake) only when the proxy said it parked. Both sides
+// write their own word, fence (sequentially consistent), then read the other's, so either the
+// proxy sees the slot or the producer sees the flag; and the futex compares the doorbell before it
+// sleeps, so a ring between the proxy's look and its sleep ends the sleep at once. A device FIFO
+// has no doorbell (a kernel cannot wake a host thread): its proxy polls.
 #pragma once
 
 #include <stdint.h>
 
 #include "tessera/device/atomics.hpp"
+
+#if !defined(__CUDA_ARCH__) && defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace tessera::device {
 
@@ -46,6 +61,24 @@ struct FifoDeviceHandle {
   uint64_t* error;  // 0, or the tsrResult_t of the proxy's first failure
   uint32_t size;    // slots in the ring
   uint64_t timeoutNs;
+  uint32_t* doorbell;  // host FIFOs: the futex word an idle proxy sleeps on; nullptr: none
+  uint32_t* parked;    // host FIFOs: nonzero while the proxy sleeps on the doorbell
+
+#if !defined(__CUDA_ARCH__)
+  // Wakes the proxy if it parked (a producer calls it after publishing a slot; stop() too).
+  // Lowering the flag first makes concurrent producers ring once.
+  inline void ring(bool always = false) const {
+    if (doorbell == nullptr) return;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (!always && (__atomic_load_n(parked, __ATOMIC_SEQ_CST) == 0 ||
+                    __atomic_exchange_n(parked, 0u, __ATOMIC_ACQ_REL) == 0))
+      return;
+    __atomic_fetch_add(doorbell, 1u, __ATOMIC_SEQ_CST);
+#if defined(__linux__)
+    syscall(SYS_futex, doorbell, FUTEX_WAKE, 0x7fffffff, nullptr, nullptr, 0);
+#endif
+  }
+#endif
 
   // Returns the slot, or kFifoFailed when the proxy has failed or the ring stayed full for
   // timeoutNs (the ring is then unusable: the claimed slot is never filled).
@@ -63,6 +96,9 @@ struct FifoDeviceHandle {
     t->bytes = bytes;
     storeRelease(&t->control,
                  kTriggerValid | (static_cast<uint64_t>(op & 0x7fffffffu) << 32) | channel);
+#if !defined(__CUDA_ARCH__)
+    ring();
+#endif
     return slot;
   }
 

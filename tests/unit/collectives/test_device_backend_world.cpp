@@ -101,8 +101,10 @@ bool World::setup() {
         anyPort = true;
         dp.hasPort = 1;
         dp.putPort = 1;
-        dp.port.fifo = device::FifoDeviceHandle{st.triggers.data(), &st.head, &st.tail,
-                                                &st.fifoError,      64,       cfg_.timeoutNs};
+        // No doorbell: the test's own proxy loop polls.
+        dp.port.fifo =
+            device::FifoDeviceHandle{st.triggers.data(), &st.head, &st.tail, &st.fifoError, 64,
+                                     cfg_.timeoutNs,     nullptr,  nullptr};
         dp.port.channel = static_cast<uint32_t>(s);
         dp.port.remoteBytes = scratchBytes;
         dp.port.localBytes = cfg_.stagingBytes * static_cast<uint64_t>(cfg_.nctas);

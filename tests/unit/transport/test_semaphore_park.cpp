@@ -12,6 +12,7 @@
 
 #include "core/park.hpp"
 #include "transport/channel.hpp"
+#include "transport/proxy.hpp"
 #include "transport/semaphore.hpp"
 #include "transport_matrix.hpp"
 
@@ -107,7 +108,9 @@ TEST_P(SemaphoreParkMapped, DeviceHandleSignalsWakeParkedWaits) {
   o.timeoutSeconds = 15;
   o.runSeconds = 60;
   expectAllRanksOk(runCase(
-      c, [&](TransportContext& ctx) { return pingPong(ctx, c.kind, Signaller::kMemoryChannelHandle); }, o));
+      c,
+      [&](TransportContext& ctx) { return pingPong(ctx, c.kind, Signaller::kMemoryChannelHandle); },
+      o));
 }
 
 // A port channel's signal: the proxy thread adds to the peer's counter and must wake it too.
@@ -117,8 +120,57 @@ TEST_P(SemaphorePark, PortChannelSignalsWakeParkedWaits) {
   o.timeoutSeconds = 15;
   o.runSeconds = 60;
   expectAllRanksOk(runCase(
-      c, [&](TransportContext& ctx) { return pingPong(ctx, c.kind, Signaller::kPortChannel); },
-      o));
+      c, [&](TransportContext& ctx) { return pingPong(ctx, c.kind, Signaller::kPortChannel); }, o));
+}
+
+// The proxy thread of an idle port channel parks on its FIFO's doorbell instead of polling, and
+// a push wakes it: rounds of (idle a millisecond, put + signal + flush) each park the proxy, and
+// the ring after the push ends the park (a park that lasts its whole 20 ms slice was not woken).
+std::string idleProxy(TransportContext& ctx, TransportKind kind) {
+  int me = ctx.rank(), peer = 1 - me;
+  std::shared_ptr<Connection> conn;
+  TT_CHECK_OK(ctx.connect(peer, kind, &conn));
+  std::shared_ptr<Semaphore> sem;
+  TT_CHECK_OK(ctx.createSemaphore(conn, &sem));
+  std::shared_ptr<Memory> local;
+  std::shared_ptr<RemoteMemory> remote;
+  TT_CHECK_OK(ctx.allocate(4096, MemoryKind::kHost, &local));
+  TT_CHECK_OK(ctx.exchangeMemory(*conn, *local, &remote, 0));
+  std::unique_ptr<PortChannel> pc;
+  TT_CHECK_OK(ctx.createPortChannel(conn, remote, local, sem, &pc));
+  std::shared_ptr<ProxyService> proxy;
+  TT_CHECK_OK(ctx.proxy(&proxy));
+  TT_CHECK(proxy->parksWhenIdle(), "the proxy polls (a device FIFO, or TESSERA_WAIT_PARK=0)");
+  constexpr int kIdleRounds = 200;
+  uint64_t parks0 = proxy->parks(), timeouts0 = proxy->parkTimeouts();
+  for (int i = 0; i < kIdleRounds; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (me == 0) {
+      TT_CHECK_OK(pc->putWithSignal(0, 0, 64));
+      TT_CHECK_OK(pc->flush());
+    } else {
+      TT_CHECK_OK(sem->wait(10));
+    }
+  }
+  TT_CHECK_OK(ctx.bootstrap().barrier());
+  if (me == 0) {
+    uint64_t parks = proxy->parks() - parks0, timeouts = proxy->parkTimeouts() - timeouts0;
+    TT_CHECK(parks >= kIdleRounds / 2, "the idle proxy parked %llu times in %d idle gaps",
+             static_cast<unsigned long long>(parks), kIdleRounds);
+    TT_CHECK(timeouts * 10 <= parks,
+             "%llu of the proxy's %llu parks ended at their timeout: pushes did not wake it",
+             static_cast<unsigned long long>(timeouts), static_cast<unsigned long long>(parks));
+  }
+  return "";
+}
+
+TEST_P(SemaphorePark, IdleProxyParksAndAPushWakesIt) {
+  TransportCase c = GetParam();
+  RankOptions o;
+  o.timeoutSeconds = 15;
+  o.runSeconds = 60;
+  expectAllRanksOk(runCase(
+      c, [&](TransportContext& ctx) { return idleProxy(ctx, c.kind); }, o));
 }
 
 INSTANTIATE_TEST_SUITE_P(HostTransports, SemaphorePark,

@@ -121,11 +121,11 @@ class TransportOrdering : public ::testing::TestWithParam<TransportCase> {
     ::testing::Test::RecordProperty("pairs", std::to_string(count));
     RankOptions o;
     o.timeoutSeconds = 15;  // every wait's deadline: a lost signal fails here
-    // The whole run's bound only catches a hang. Through the PortChannel every pair is two
-    // round trips through the proxy threads, whose idle backoff (sched_yield, then sleeps) makes
-    // 100,000 pairs take 0.1 s on one launch and 12-55 s on the next on a 2-core machine (more
-    // beside other tests): timing belongs to perf/, so the bound leaves room for that.
-    o.runSeconds = 240;
+    // The whole run's bound only catches a hang (100,000 pairs take 0.2-2 s on a 2-core
+    // machine through every path; timing belongs to perf/). Through the PortChannel the pairs
+    // once took 4-101 s: the proxy's signal woke no parked waiter, so every wait that parked
+    // slept its whole 20 ms slice (test_semaphore_park now counts such parks).
+    o.runSeconds = 60;
     auto start = std::chrono::steady_clock::now();
     expectAllRanksOk(runCase(
         c, [&](TransportContext& ctx) { return runOrdering(ctx, c, path, count); }, o));
