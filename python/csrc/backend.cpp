@@ -185,6 +185,8 @@ c10::intrusive_ptr<c10d::Work> TesseraBackend::submit(c10d::OpType type, const c
       std::vector<Steps*> one{&s};
       runSteps(one);
       if (onDevice) device_->after(w, s.tensors, fence.device);
+    } catch (const c10::ValueError&) {
+      throw;  // bad input, refused here: the communicator is as it was (see failed_)
     } catch (...) {
       std::lock_guard<std::mutex> lock(stateMutex_);
       failed_ = true;
@@ -263,6 +265,8 @@ c10::intrusive_ptr<c10d::Work> TesseraBackend::endCoalescing() {
       if (onDevice) onStream = device_->before(fence);
       runSteps(*ptrs);
       if (onDevice) device_->after(w, tensors, fence.device);
+    } catch (const c10::ValueError&) {
+      throw;  // bad input, refused here: the communicator is as it was (see failed_)
     } catch (...) {
       std::lock_guard<std::mutex> lock(stateMutex_);
       failed_ = true;

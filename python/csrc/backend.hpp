@@ -193,7 +193,12 @@ class TesseraBackend final : public c10d::Backend {
   std::unique_ptr<DeviceState> device_;
   uint64_t calls_ = 0;
   std::atomic<bool> closed_{false};  // aborted or shut down
-  std::atomic<bool> failed_{false};  // a call failed: the end is local (no finalize)
+  // A call failed with a fault (DistBackendError: a dead peer, a deadline, an abort): the end is
+  // local (no finalize, whose barrier would wait for peers that may be gone). Bad input refused
+  // with ValueError (a receive of the wrong size, a bad dtype) leaves the communicator usable
+  // and the end orderly: marking it failed made this rank skip finalize while its peers waited
+  // for it there until their deadline.
+  std::atomic<bool> failed_{false};
   std::mutex stateMutex_;
 
   // Coalescing (startCoalescing .. endCoalescing): the calls recorded, run as one tessera group.
