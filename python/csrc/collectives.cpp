@@ -223,6 +223,59 @@ Work TesseraBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                 in);
 }
 
+Work TesseraBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                         std::vector<at::Tensor>& inputs,
+                                         const c10d::AllgatherOptions& opts) {
+  const char* api = "allgather_coalesced";
+  if (inputs.empty()) bad(api, "no input tensors");
+  for (const at::Tensor& in : inputs) sameKind(inputs[0], in, api);
+  if (outputs.size() != static_cast<size_t>(size_))
+    bad(api, "takes one output list per rank: " + std::to_string(outputs.size()) + " lists for " +
+                 std::to_string(size_) + " ranks");
+  for (size_t r = 0; r < outputs.size(); ++r) {
+    if (outputs[r].size() != inputs.size())
+      bad(api, "output list " + std::to_string(r) + " has " + std::to_string(outputs[r].size()) +
+                   " tensors for " + std::to_string(inputs.size()) + " inputs");
+    for (size_t i = 0; i < inputs.size(); ++i) sameKind(inputs[i], outputs[r][i], api, true);
+  }
+  // This rank's inputs packed into one block; the ranks' blocks gathered side by side.
+  int64_t block = 0;
+  for (const at::Tensor& in : inputs) block += in.numel();
+  at::Tensor packed = at::empty({block}, inputs[0].options());
+  at::Tensor gathered = at::empty({block * size_}, inputs[0].options());
+  std::vector<at::Tensor> ins = inputs;
+  std::vector<std::vector<at::Tensor>> outsCopy = outputs;
+  Steps s;
+  s.issue = [this, ins, packed, gathered] {
+    int64_t offset = 0;
+    for (const at::Tensor& in : ins) {
+      packed.narrow(0, offset, in.numel()).copy_(in.reshape({-1}));
+      offset += in.numel();
+    }
+    check(tsrAllGather(packed.data_ptr(), gathered.data_ptr(), tensorBytes(packed), tsrUint8,
+                       commFor(packed), static_cast<tsrStream_t>(streamFor(packed))),
+          "tsrAllGather");
+  };
+  s.finish = [outsCopy, gathered, block] {
+    for (size_t r = 0; r < outsCopy.size(); ++r) {
+      int64_t offset = static_cast<int64_t>(r) * block;
+      for (const at::Tensor& o : outsCopy[r]) {
+        o.copy_(gathered.narrow(0, offset, o.numel()).view(o.sizes()));
+        offset += o.numel();
+      }
+    }
+  };
+  std::vector<at::Tensor> flatOuts;
+  for (const auto& l : outputs) flatOuts.insert(flatOuts.end(), l.begin(), l.end());
+  s.tensors = flatOuts;
+  s.tensors.insert(s.tensors.end(), ins.begin(), ins.end());
+  s.tensors.push_back(packed);
+  s.tensors.push_back(gathered);
+  if (checkCalls_) s.signature = callSignature(api, packed);
+  return submit(c10d::OpType::ALLGATHER_COALESCED, "tessera:all_gather_coalesced", flatOuts,
+                opts.asyncOp, std::move(s), packed);
+}
+
 TesseraBackend::Steps TesseraBackend::gatherSingleSteps(const at::Tensor& output,
                                                         const at::Tensor& input, const char* api) {
   checkTensor(input, api);

@@ -42,6 +42,7 @@ MOVING = [
     "all_gather_into_tensor",
     "all_gather_into_tensor_inplace",
     "all_gather_into_tensor_coalesced",
+    "all_gather_coalesced",
     "all_to_all_single",
     "all_to_all_single_uneven",
     "all_to_all",

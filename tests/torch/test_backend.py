@@ -6,6 +6,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from datetime import timedelta
 
 import pytest
@@ -341,6 +342,14 @@ def _bad_input_worker(rank, world):
         dist.all_gather_into_tensor(torch.empty(7), torch.ones(4))
     with pytest.raises(ValueError, match="split sizes add up to 3 rows"):
         dist.all_to_all_single(torch.empty(4), torch.ones(4), [2, 2], [1, 2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch: "will be deprecated"
+        with pytest.raises(ValueError, match="one output list per rank: 1 lists for 2 ranks"):
+            dist.all_gather_coalesced([[torch.empty(4)]], [x])
+        with pytest.raises(ValueError, match="output list 1 has 2 tensors for 1 inputs"):
+            dist.all_gather_coalesced([[torch.empty(4)], [torch.empty(4), torch.empty(1)]], [x])
+        with pytest.raises(ValueError, match="tensors of 4 and 5 elements"):
+            dist.all_gather_coalesced([[torch.empty(4)], [torch.empty(5)]], [x])
     # The group is still fine.
     dist.all_reduce(x)
     assert x.tolist() == [2.0] * 4

@@ -5,6 +5,7 @@ TESSERA_TEST_SEED=<seed> replays it)."""
 
 import os
 import random
+import warnings
 import time
 
 import pytest
@@ -69,6 +70,14 @@ def _call(dist, group, case, inputs, rank, world):
             for o, h in zip(outs, halves):
                 dist.all_gather_into_tensor(o, h, group=group)
         return torch.cat([o.view(world, -1) for o in outs], dim=1).reshape(-1)
+    if op == "all_gather_coalesced":
+        # Two inputs of another shape each; outs[r][i] is input i of rank r (Gloo's layout).
+        parts = [me[: n // 2].clone(), me[n // 2 :].clone().reshape(-1, 1)]
+        outs = [[torch.empty_like(p) for p in parts] for _ in range(world)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # torch: "will be deprecated"
+            dist.all_gather_coalesced(outs, parts, group=group)
+        return torch.cat([torch.cat([o.reshape(-1) for o in l]) for l in outs])
     if op == "all_to_all_single":
         out = torch.empty_like(me)
         dist.all_to_all_single(out, me, group=group)
