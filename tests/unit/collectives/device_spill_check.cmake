@@ -23,8 +23,9 @@ set(table "")
 set(quiet 0)  # out-of-line functions without stack frame or spills
 foreach(report IN LISTS reports)
   if(NOT EXISTS "${report}")
-    message(FATAL_ERROR "${report} does not exist: build the device_kernels_ptxas target (part "
-                        "of the default build) before running this test")
+    message(FATAL_ERROR "${report} does not exist: the compile of the collectives layer's CUDA "
+                        "files leaves it (cmake/ptxas_report.sh); build tessera_collectives (after "
+                        "touching the .cu file if its object is already built)")
   endif()
   get_filename_component(file ${report} NAME_WE)
   set(file "${file}.cu")
