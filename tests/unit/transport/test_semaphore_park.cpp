@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "core/park.hpp"
@@ -86,16 +87,19 @@ class SemaphorePark : public ::testing::TestWithParam<TransportCase> {
     setWaitSettingsForTest(s);
   }
   void TearDown() override { setWaitSettingsForTest(saved_); }
+  // Both ranks run `body`; every wait's deadline 15 s, the whole run's 60 s (a hang's bound).
+  void runBoth(const std::function<std::string(TransportContext&)>& body) {
+    RankOptions o;
+    o.timeoutSeconds = 15;
+    o.runSeconds = 60;
+    expectAllRanksOk(runCase(GetParam(), body, o));
+  }
   WaitSettings saved_;
 };
 
 TEST_P(SemaphorePark, SignalsWakeParkedWaits) {
   TransportCase c = GetParam();
-  RankOptions o;
-  o.timeoutSeconds = 15;
-  o.runSeconds = 60;
-  expectAllRanksOk(runCase(
-      c, [&](TransportContext& ctx) { return pingPong(ctx, c.kind, Signaller::kSemaphore); }, o));
+  runBoth([&](TransportContext& ctx) { return pingPong(ctx, c.kind, Signaller::kSemaphore); });
 }
 
 // The memory channel's device-handle signal (what the host executor's hot path uses), over the
@@ -104,23 +108,15 @@ class SemaphoreParkMapped : public SemaphorePark {};
 
 TEST_P(SemaphoreParkMapped, DeviceHandleSignalsWakeParkedWaits) {
   TransportCase c = GetParam();
-  RankOptions o;
-  o.timeoutSeconds = 15;
-  o.runSeconds = 60;
-  expectAllRanksOk(runCase(
-      c,
-      [&](TransportContext& ctx) { return pingPong(ctx, c.kind, Signaller::kMemoryChannelHandle); },
-      o));
+  runBoth([&](TransportContext& ctx) {
+    return pingPong(ctx, c.kind, Signaller::kMemoryChannelHandle);
+  });
 }
 
 // A port channel's signal: the proxy thread adds to the peer's counter and must wake it too.
 TEST_P(SemaphorePark, PortChannelSignalsWakeParkedWaits) {
   TransportCase c = GetParam();
-  RankOptions o;
-  o.timeoutSeconds = 15;
-  o.runSeconds = 60;
-  expectAllRanksOk(runCase(
-      c, [&](TransportContext& ctx) { return pingPong(ctx, c.kind, Signaller::kPortChannel); }, o));
+  runBoth([&](TransportContext& ctx) { return pingPong(ctx, c.kind, Signaller::kPortChannel); });
 }
 
 // The proxy thread of an idle port channel parks on its FIFO's doorbell instead of polling, and
@@ -166,11 +162,7 @@ std::string idleProxy(TransportContext& ctx, TransportKind kind) {
 
 TEST_P(SemaphorePark, IdleProxyParksAndAPushWakesIt) {
   TransportCase c = GetParam();
-  RankOptions o;
-  o.timeoutSeconds = 15;
-  o.runSeconds = 60;
-  expectAllRanksOk(runCase(
-      c, [&](TransportContext& ctx) { return idleProxy(ctx, c.kind); }, o));
+  runBoth([&](TransportContext& ctx) { return idleProxy(ctx, c.kind); });
 }
 
 INSTANTIATE_TEST_SUITE_P(HostTransports, SemaphorePark,
