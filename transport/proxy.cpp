@@ -33,8 +33,8 @@ Result ProxyService::create(TransportContext& context, std::unique_ptr<ProxyServ
   auto* host = static_cast<char*>(p->hostFifoMemory_->data());
   p->hostFifo_ = layoutFifo(host, reinterpret_cast<uint64_t*>(host + bytes - 2 * kLine),
                             p->state_->timeoutSeconds);
-  p->hostFifo_.doorbell = reinterpret_cast<uint32_t*>(host + bytes - kLine);
-  p->hostFifo_.parked = p->hostFifo_.doorbell + 1;
+  p->hostFifo_.doorbell = reinterpret_cast<uint64_t*>(host + bytes - kLine);
+  p->hostFifo_.parked = device::counterParkedFlag(p->hostFifo_.doorbell);
   if (p->state_->cudaDevice >= 0) {
     TSR_CHECK(context.allocate(bytes, MemoryKind::kCudaPinnedHost, &p->deviceFifoMemory_));
     TSR_CHECK(context.allocate(kLine, MemoryKind::kCuda, &p->deviceHeadMemory_));
@@ -143,7 +143,7 @@ void ProxyService::run() {
   bool parks = parksWhenIdle_;
   HostWaiter waiter;
   ParkSet park;
-  if (parks) park.add(hostFifo_.doorbell, hostFifo_.parked);
+  if (parks) park.add(device::counterFutexWord(hostFifo_.doorbell), hostFifo_.parked);
   while (!stop_.load(std::memory_order_acquire)) {
     bool did = drain(hostFifo_, &hostTail);
     if (hasDeviceFifo_) did = drain(deviceFifo_, &deviceTail) || did;

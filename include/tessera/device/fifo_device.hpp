@@ -22,12 +22,7 @@
 #include <stdint.h>
 
 #include "tessera/device/atomics.hpp"
-
-#if !defined(__CUDA_ARCH__) && defined(__linux__)
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
+#include "tessera/device/semaphore_device.hpp"  // hostWakeParked
 
 namespace tessera::device {
 
@@ -61,22 +56,21 @@ struct FifoDeviceHandle {
   uint64_t* error;  // 0, or the tsrResult_t of the proxy's first failure
   uint32_t size;    // slots in the ring
   uint64_t timeoutNs;
-  uint32_t* doorbell;  // host FIFOs: the futex word an idle proxy sleeps on; nullptr: none
-  uint32_t* parked;    // host FIFOs: nonzero while the proxy sleeps on the doorbell
+  // Host FIFOs: a counter whose low 32 bits an idle proxy sleeps on (a futex), and the flag it
+  // raises while it sleeps; nullptr in a device FIFO (no doorbell).
+  uint64_t* doorbell;
+  uint32_t* parked;
 
 #if !defined(__CUDA_ARCH__)
-  // Wakes the proxy if it parked (a producer calls it after publishing a slot; stop() too).
-  // Lowering the flag first makes concurrent producers ring once.
+  // Wakes the proxy if it parked (a producer calls it after publishing a slot; stop() with
+  // `always`, so that a proxy about to sleep finds the doorbell changed). The wake is the
+  // semaphores' (hostWakeParked): a system call only when the flag is up.
   inline void ring(bool always = false) const {
     if (doorbell == nullptr) return;
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (!always && (__atomic_load_n(parked, __ATOMIC_SEQ_CST) == 0 ||
-                    __atomic_exchange_n(parked, 0u, __ATOMIC_ACQ_REL) == 0))
-      return;
-    __atomic_fetch_add(doorbell, 1u, __ATOMIC_SEQ_CST);
-#if defined(__linux__)
-    syscall(SYS_futex, doorbell, FUTEX_WAKE, 0x7fffffff, nullptr, nullptr, 0);
-#endif
+    if (!always && __atomic_load_n(parked, __ATOMIC_SEQ_CST) == 0) return;
+    __atomic_fetch_add(doorbell, 1, __ATOMIC_SEQ_CST);
+    hostWakeParked(doorbell, parked);
   }
 #endif
 
