@@ -38,12 +38,11 @@ bool catchesSigusr1(int pid) {
 
 }  // namespace
 
+// Read at each use (an engine's creation, a timeout: neither is hot), so that the variable as it
+// is then counts, not as it was at the process's first timeout.
 bool dumpOnTimeout() {
-  static const bool on = [] {
-    bool v = false;
-    return envBool("TESSERA_DUMP_ON_TIMEOUT", &v) == tsrSuccess && v;
-  }();
-  return on;
+  bool v = false;
+  return envBool("TESSERA_DUMP_ON_TIMEOUT", &v) == tsrSuccess && v;
 }
 
 void installDumpSignal() {

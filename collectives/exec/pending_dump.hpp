@@ -14,7 +14,7 @@
 
 namespace tessera {
 
-// Whether TESSERA_DUMP_ON_TIMEOUT is set (read once per process).
+// Whether TESSERA_DUMP_ON_TIMEOUT is set (read at each call).
 bool dumpOnTimeout();
 // Installs the SIGUSR1 handler once per process (only where dumpOnTimeout()).
 void installDumpSignal();

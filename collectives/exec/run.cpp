@@ -71,7 +71,14 @@ Result runAll(Operation* const* ops, size_t n, double timeoutSeconds) {
     for (size_t i = 0; i < n; ++i) {
       if (done[i]) continue;
       bool fin = false;
-      TSR_CHECK(ops[i]->progress(&fin));
+      if (Result r = ops[i]->progress(&fin); r != tsrSuccess) {
+        // A dump asked for just before the call failed (a revocation that followed a peer's
+        // timeout, say) is still logged: it says what this rank was waiting for.
+        if (dumpGeneration() != dumpSeen)
+          TSR_WARN("TESSERA_DUMP_ON_TIMEOUT (SIGUSR1): pending: %s",
+                   pendingText(ops, done, n).c_str());
+        return r;
+      }
       if (fin) {
         done[i] = true;
         --left;
