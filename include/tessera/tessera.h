@@ -183,11 +183,25 @@ TSR_API tsrResult_t tsrCommFinalize(tsrComm_t comm);
 /* Local: releases this rank (call tsrCommFinalize first for an orderly end). The handle is dead
  * afterwards: any use returns tsrInvalidUsage. */
 TSR_API tsrResult_t tsrCommDestroy(tsrComm_t comm);
-/* Local: stops at once. Operations of this rank blocked in other threads return an error. Peers
- * see this rank as gone when its process exits (shm and ucx notice a dead process); a rank that
- * aborts but lives on is noticed only by its peers' deadlines (TESSERA_TRANSPORT_TIMEOUT). The
- * handle is dead afterwards. */
+/* Local: stops at once. Operations of this rank blocked in other threads return an error. Every
+ * other rank is told (a revocation notice, as tsrCommRevoke's), so their calls on the
+ * communicator fail at once with tsrRemoteError naming this rank; a rank the notice cannot reach
+ * sees this one gone when its process exits (shm and ucx notice a dead process) or at its deadline
+ * (TESSERA_TRANSPORT_TIMEOUT). The handle is dead afterwards. */
 TSR_API tsrResult_t tsrCommAbort(tsrComm_t comm);
+/* Like ncclCommRevoke (NCCL 2.28.7), and more: local to call, but every rank hears of it. This
+ * rank's calls on comm, running in other threads and later, fail with tsrRemoteError naming the
+ * rank that revoked it and why; every other rank gets a revocation notice (over sockets of its
+ * own, not the failed transports; TESSERA_SOCKET_IFNAME picks the interface) and its calls fail
+ * likewise, within a moment. A communicator revokes itself when one of its calls meets a fault
+ * (tsrRemoteError, tsrTimeout or tsrSystemError: a dead peer, a broken link, a deadline), and when
+ * a rank aborts it. Returns when this rank's work has stopped (tsrCommGetAsyncError: tsrSuccess
+ * after this call, the fault's code after a fault or a peer's notice). Afterwards only
+ * tsrCommShrink (the usual next step: tsrCommShrink(comm, dead, n, &newcomm, NULL,
+ * TSR_SHRINK_DEFAULT)), tsrCommSplit and tsrCommDestroy are allowed; tsrCommFinalize is refused.
+ * revokeFlags: TSR_REVOKE_DEFAULT (0). Revoking a revoked communicator does nothing. */
+#define TSR_REVOKE_DEFAULT 0x00
+TSR_API tsrResult_t tsrCommRevoke(tsrComm_t comm, int revokeFlags);
 TSR_API tsrResult_t tsrCommGetAsyncError(tsrComm_t comm, tsrResult_t* asyncError);
 
 /* ---- Communicator queries ---------------------------------------------------------------- */

@@ -46,6 +46,9 @@ class TSR_API Communicator {
   tsrResult_t finalize();
   // Stops at once: wakes every blocked operation of this rank, which then fails.
   tsrResult_t abort();
+  // tsrCommRevoke: this rank's calls, running and later, fail with tsrRemoteError, and every
+  // other rank is told so; then only shrink, split and destroy.
+  tsrResult_t revoke(int flags);
   // tsrSuccess, tsrInProgress while a non-blocking init runs, or the error that broke it.
   tsrResult_t asyncError(tsrResult_t* error) const;
 

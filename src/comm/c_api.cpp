@@ -141,6 +141,13 @@ TSR_API tsrResult_t tsrCommAbort(tsrComm_t comm) {
   });
 }
 
+TSR_API tsrResult_t tsrCommRevoke(tsrComm_t comm, int revokeFlags) {
+  return guarded("tsrCommRevoke", [&]() -> tsrResult_t {
+    TSR_LOOKUP(comm, "tsrCommRevoke", c);
+    return c->revoke(revokeFlags);
+  });
+}
+
 TSR_API tsrResult_t tsrCommGetAsyncError(tsrComm_t comm, tsrResult_t* asyncError) {
   return guarded("tsrCommGetAsyncError", [&]() -> tsrResult_t {
     TSR_LOOKUP(comm, "tsrCommGetAsyncError", c);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -18,6 +19,9 @@
 namespace tessera {
 namespace {
 constexpr Subsys kLogSubsys = Subsys::kInit;
+// How long a revocation notice may take to reach a peer (a dead or unreachable one costs the
+// sender this, once, for all of them together).
+constexpr double kRevokeNoticeSeconds = 1.0;
 
 }  // namespace
 
@@ -28,6 +32,7 @@ const char* commStateName(CommImpl::State s) {
     case CommImpl::State::kFinalized: return "finalized";
     case CommImpl::State::kAborted: return "aborted";
     case CommImpl::State::kFailed: return "failed";
+    case CommImpl::State::kRevoked: return "revoked";
   }
   return "?";
 }
@@ -42,6 +47,8 @@ CommImpl::~CommImpl() {
     if (state_.load() == State::kInitializing) abort();
     initThread_.join();
   }
+  // First: no notice may reach this rank while it is torn down (waits for one being delivered).
+  revokeEndpoint_.reset();
   // The engine (and its device executor: the resident grid stops, its device memory is released)
   // and then the fused executors go before the transports their plans and workspaces use. The
   // engine first: the fused executor's frees would otherwise find this rank's own resident grid
@@ -140,14 +147,32 @@ Result CommImpl::initCollective(const BootstrapFactory& makeBootstrap) {
   const int me = rank(), n = nranks();
   ScopedRank scoped(me);
 
-  // Where every rank lives: host, process, device.
-  RankPlacement mine{};
-  r = localPlacement(device_, busId_.c_str(), &mine);
+  // Where every rank lives (host, process, device), where its revoke service listens, and a
+  // random id, rank 0's naming the communicator in revocation notices.
+  struct InitRecord {
+    RankPlacement placement;
+    RevokeAddress revoke;
+    uint64_t id;
+  };
+  InitRecord mineRecord;
+  std::memset(&mineRecord, 0, sizeof(mineRecord));  // padding too: it goes on the wire
+  r = localPlacement(device_, busId_.c_str(), &mineRecord.placement);
   if (r != tsrSuccess) return failed(r);
-  placements_.assign(static_cast<size_t>(n), RankPlacement{});
-  placements_[static_cast<size_t>(me)] = mine;
-  r = bootstrap_->allGather(placements_.data(), sizeof(RankPlacement));
+  const RankPlacement mine = mineRecord.placement;
+  revokeEndpoint_ = RevokeEndpoint::open();
+  mineRecord.revoke = revokeEndpoint_->address();
+  mineRecord.id = randomNonce64();
+  std::vector<InitRecord> records(static_cast<size_t>(n), mineRecord);
+  r = bootstrap_->allGather(records.data(), sizeof(InitRecord));
   if (r != tsrSuccess) return failed(addContext(r, "exchanging rank placements at init"));
+  placements_.resize(static_cast<size_t>(n));
+  revokePeers_.resize(static_cast<size_t>(n));
+  for (size_t p = 0; p < records.size(); ++p) {
+    placements_[p] = records[p].placement;
+    revokePeers_[p] = records[p].revoke;
+  }
+  commId_ = records[0].id;
+  revokeEndpoint_->attach(commId_, me, this);
 
   localRanks_ = 0;
   for (int p = 0; p < n; ++p) {
@@ -183,6 +208,7 @@ Result CommImpl::checkReady(const char* api) const {
   if (s == State::kFailed)
     return TSR_FAIL(tsrInvalidUsage, "%s: the communicator failed to initialize (%s); destroy it",
                     api, tsrGetErrorString(asyncError_.load()));
+  if (s == State::kRevoked) return revokedError(api);
   return TSR_FAIL(tsrInvalidUsage, "%s: the communicator was %s; only tsrCommDestroy may follow",
                   api, commStateName(s));
 }
@@ -203,7 +229,7 @@ Result CommImpl::pathClassTo(int peer, PathClass* out) const {
 
 Result CommImpl::split(int color, int key, const tsrConfig_t* config,
                        std::shared_ptr<CommImpl>* out) {
-  TSR_CHECK(checkReady("tsrCommSplit"));
+  if (!revoked()) TSR_CHECK(checkReady("tsrCommSplit"));
   if (color < 0 && color != TSR_SPLIT_NOCOLOR)
     return TSR_FAIL(
         tsrInvalidArgument,
@@ -222,7 +248,7 @@ Result CommImpl::split(int color, int key, const tsrConfig_t* config,
 
 Result CommImpl::shrink(const std::vector<int>& excluded, const tsrConfig_t* config, int flags,
                         std::shared_ptr<CommImpl>* out) {
-  TSR_CHECK(checkReady("tsrCommShrink"));
+  if (!revoked()) TSR_CHECK(checkReady("tsrCommShrink"));
   if ((flags & ~TSR_SHRINK_ABORT) != 0)
     return TSR_FAIL(tsrInvalidArgument,
                     "tsrCommShrink: unknown flags 0x%x (TSR_SHRINK_DEFAULT or TSR_SHRINK_ABORT)",
@@ -230,7 +256,8 @@ Result CommImpl::shrink(const std::vector<int>& excluded, const tsrConfig_t* con
   CommConfig childConfig;
   TSR_CHECK(resolveConfig(config, &config_, &childConfig));
   if (config == nullptr || config->device == TSR_CONFIG_UNDEF_INT) childConfig.device = device_;
-  if (flags & TSR_SHRINK_ABORT) abortWork(/*bootstrapToo=*/false);
+  // A revoked communicator's work is stopped already (and it stays revoked).
+  if ((flags & TSR_SHRINK_ABORT) && !revoked()) abortWork(/*bootstrapToo=*/false);
   std::unique_ptr<Bootstrap> childBoot;
   Result r = bootstrap_->shrink(excluded, &childBoot);
   if (r != tsrSuccess) return addContext(r, "tsrCommShrink");
@@ -334,11 +361,97 @@ Result CommImpl::asyncError() const {
 }
 
 void CommImpl::abort() {
+  // The others learn at once, not from their transports or deadlines (a communicator revoked
+  // already has told them, or heard it from them).
+  if (state_.load() == State::kReady) {
+    char why[96];
+    std::snprintf(why, sizeof(why), "rank %d aborted the communicator (tsrCommAbort)", rank());
+    sendNotices(tsrRemoteError, why);
+  }
   abortFlag_.store(true);
   abortWork(/*bootstrapToo=*/true);
 }
 
-void CommImpl::abortWork(bool bootstrapToo) {
+Result CommImpl::revoke(int revokeFlags) {
+  if (revokeFlags != 0)
+    return TSR_FAIL(tsrInvalidArgument,
+                    "tsrCommRevoke: revokeFlags is 0x%x; it must be TSR_REVOKE_DEFAULT (0)",
+                    static_cast<unsigned>(revokeFlags));
+  if (revoked()) return tsrSuccess;
+  TSR_CHECK(checkReady("tsrCommRevoke"));
+  char why[96];
+  std::snprintf(why, sizeof(why), "rank %d revoked the communicator (tsrCommRevoke)", rank());
+  revokeAs(rank(), tsrRemoteError, why, /*notify=*/true, /*setAsyncError=*/false);
+  return tsrSuccess;
+}
+
+Result CommImpl::callFailed(Result r, const char* api) {
+  if (r == tsrSuccess || r == tsrInProgress) return r;
+  if (revoked()) return revokedError(api);
+  if (state_.load() == State::kReady &&
+      (r == tsrRemoteError || r == tsrTimeout || r == tsrSystemError)) {
+    const std::string why = lastErrorMessage();
+    // The caller's error stays this call's own (it names the peer and what failed): revokeAs
+    // records none.
+    revokeAs(rank(), r, why, /*notify=*/true, /*setAsyncError=*/true);
+  }
+  return r;
+}
+
+void CommImpl::revokedByPeer(const RevokeNotice& notice) {
+  if (notice.fromRank >= nranks()) return;
+  ScopedRank scoped(rank());
+  TSR_INFO("comm %016llx rank %d: revoked by rank %d: %s",
+           static_cast<unsigned long long>(commHash_), rank(), notice.fromRank, notice.why.c_str());
+  revokeAs(notice.fromRank, notice.code, notice.why, /*notify=*/false, /*setAsyncError=*/true);
+}
+
+void CommImpl::revokeAs(int fromRank, Result code, const std::string& why, bool notify,
+                        bool setAsyncError) {
+  {
+    std::lock_guard<std::mutex> lock(revokeMutex_);
+    State s = State::kReady;
+    if (!state_.compare_exchange_strong(s, State::kRevoked)) return;  // once, from ready only
+    revokeFrom_ = fromRank;
+    revokeWhy_ = why;
+  }
+  if (setAsyncError) asyncError_.store(code);
+  // The others first (they may be waiting in a call that will never complete), then this rank's
+  // own running calls: they fail with revokedError() (group.cpp asks callFailed).
+  if (notify) sendNotices(code, why);
+  abortWork(/*bootstrapToo=*/false, /*setAborted=*/false);
+}
+
+void CommImpl::sendNotices(Result code, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(revokeMutex_);
+    if (noticesSent_ || revokePeers_.empty()) return;
+    noticesSent_ = true;
+  }
+  if (!revokeNoticesEnabled()) return;
+  RevokeNotice notice;
+  notice.commId = commId_;
+  notice.fromRank = rank();
+  notice.code = code;
+  notice.why = why;
+  const auto t0 = std::chrono::steady_clock::now();
+  const int took = sendRevokeNotices(revokePeers_, notice, kRevokeNoticeSeconds);
+  TSR_INFO("comm %016llx rank %d: revocation notice taken by %d of %d other ranks in %.3f s",
+           static_cast<unsigned long long>(commHash_), rank(), took, nranks() - 1,
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+Result CommImpl::revokedError(const char* api) const {
+  std::lock_guard<std::mutex> lock(revokeMutex_);
+  std::string by = revokeFrom_ == rank() ? std::string("by this rank")
+                                         : "by rank " + std::to_string(revokeFrom_);
+  return TSR_FAIL(tsrRemoteError,
+                  "%s: rank %d of %d: the communicator was revoked %s (%s); only tsrCommShrink, "
+                  "tsrCommSplit or tsrCommDestroy may follow",
+                  api, rank(), nranks(), by.c_str(), revokeWhy_.c_str());
+}
+
+void CommImpl::abortWork(bool bootstrapToo, bool setAborted) {
   // The device executor first: its waits give up at once, so streams waiting for its calls go
   // on, before the transports under it are torn down.
   if (CollectiveEngine* engine = enginePublished_.load(std::memory_order_acquire))
@@ -359,6 +472,7 @@ void CommImpl::abortWork(bool bootstrapToo) {
     if (transports_) transports_->abort();
   }
   // Any state but failed becomes aborted, atomically against init's move to ready.
+  if (!setAborted) return;
   State s = state_.load();
   while (s != State::kFailed && !state_.compare_exchange_weak(s, State::kAborted)) {
   }

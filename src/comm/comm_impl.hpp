@@ -13,6 +13,7 @@
 
 #include "bootstrap/bootstrap.hpp"
 #include "comm/config.hpp"
+#include "comm/revoke.hpp"
 #include "core/reduce_op.hpp"
 #include "topology/placement.hpp"
 #include "topology/rank_path.hpp"
@@ -27,9 +28,11 @@ class HostFusedExecutor;
 class DeviceFusedExecutor;
 }  // namespace fused
 
-class CommImpl {
+class CommImpl final : public RevokeSink {
  public:
-  enum class State { kInitializing, kReady, kFinalized, kAborted, kFailed };
+  // kRevoked: tsrCommRevoke, a fault this rank saw, or a peer's notice (see revoke()); only
+  // shrink, split and destroy may follow.
+  enum class State { kInitializing, kReady, kFinalized, kAborted, kFailed, kRevoked };
   // Makes this rank's bootstrap (joining the others). cancelFd becomes readable when abort() is
   // called, so a factory that waits (tcp) can stop early.
   using BootstrapFactory = std::function<Result(int cancelFd, std::unique_ptr<Bootstrap>*)>;
@@ -47,7 +50,7 @@ class CommImpl {
   static Result createWith(std::unique_ptr<Bootstrap> bootstrap, CommConfig config,
                            std::shared_ptr<CommImpl>* out);
 
-  ~CommImpl();
+  ~CommImpl() override;
   CommImpl(const CommImpl&) = delete;
   CommImpl& operator=(const CommImpl&) = delete;
 
@@ -66,7 +69,25 @@ class CommImpl {
   // (tsrTimeout naming what was waited for), and then waits for every rank (bootstrap barrier).
   // Calls started once it has begun are refused.
   Result finalize();
+  // Tells the other ranks (a revocation notice naming this rank) unless the communicator was
+  // already revoked, then tears this rank down without waiting for them.
   void abort();
+
+  // Revocation (DESIGN.md, "Faults and revocation"). tsrCommRevoke: this rank's calls on the
+  // communicator, running and later, fail with tsrRemoteError naming the first culprit, and every
+  // other rank is told so (a notice, through the process's revoke service, not the transports),
+  // so theirs fail within a moment too. Its work is stopped (executors and transports; the
+  // bootstrap is kept for a shrink). revokeFlags must be 0 (TSR_REVOKE_DEFAULT). A communicator
+  // already revoked: tsrSuccess, nothing more happens.
+  Result revoke(int revokeFlags);
+  // A call of this communicator ended with `r` (its sentence is this thread's last error). A
+  // fault (tsrRemoteError, tsrTimeout, tsrSystemError) of a communicator not yet revoked revokes
+  // it, naming this rank and that sentence, and `r` is returned as it is; on a revoked
+  // communicator any failure becomes tsrRemoteError with the revocation's sentence.
+  Result callFailed(Result r, const char* api);
+  bool revoked() const { return state_.load() == State::kRevoked; }
+  // RevokeSink: a peer's notice (on the revoke service's thread).
+  void revokedByPeer(const RevokeNotice& notice) override;
 
   // A call of this rank runs between beginWork() and endWork() (group.cpp, fused.cpp), so that
   // finalize() can wait for it. beginWork fails (tsrInvalidUsage, naming `api`) once finalize()
@@ -159,7 +180,12 @@ class CommImpl {
   Result initCollective(const BootstrapFactory& makeBootstrap);
   // Executors and transports stop and the state becomes aborted; the bootstrap too when
   // bootstrapToo (abort()), not for a shrink, which still needs it.
-  void abortWork(bool bootstrapToo);
+  void abortWork(bool bootstrapToo, bool setAborted = true);
+  // Revokes (once): records who and why, tells the others when `notify`, stops the work.
+  void revokeAs(int fromRank, Result code, const std::string& why, bool notify, bool setAsyncError);
+  void sendNotices(Result code, const std::string& why);
+  // The sentence of a revoked communicator's failures.
+  Result revokedError(const char* api) const;
   // finalize()'s first half: this rank's outstanding work, complete or tsrTimeout.
   Result drain();
   double drainTimeoutSeconds() const;
@@ -188,6 +214,17 @@ class CommImpl {
   std::thread initThread_;
   std::mutex bootstrapMutex_;  // guards bootstrap_ while a non-blocking init may set it
   int cancelFd_ = -1;          // eventfd written by abort(), read by the bootstrap factory
+
+  // Revocation: this rank's endpoint of the revoke service (reset first in the destructor, so
+  // no notice reaches a rank being destroyed), every rank's service address, the communicator's
+  // id in notices, and the first revocation's culprit and sentence (under revokeMutex_).
+  std::unique_ptr<RevokeEndpoint> revokeEndpoint_;
+  std::vector<RevokeAddress> revokePeers_;
+  uint64_t commId_ = 0;
+  mutable std::mutex revokeMutex_;
+  int revokeFrom_ = -1;
+  std::string revokeWhy_;
+  bool noticesSent_ = false;
 
   std::mutex transportMutex_;
   std::unique_ptr<TransportContext> transports_;  // destroyed before bootstrap_ (declared after)

@@ -161,6 +161,11 @@ tsrResult_t Communicator::abort() {
   return tsrSuccess;
 }
 
+tsrResult_t Communicator::revoke(int flags) {
+  ScopedRank scoped(impl_->rank());
+  return impl_->revoke(flags);
+}
+
 tsrResult_t Communicator::asyncError(tsrResult_t* error) const {
   if (error == nullptr)
     return TSR_FAIL(tsrInvalidArgument, "tsrCommGetAsyncError: asyncError is NULL");

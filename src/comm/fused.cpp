@@ -202,7 +202,7 @@ Result issue(Communicator& comm, const FusedRequest& q, tsrStream_t stream) {
       if (r == tsrSuccess) r = exec->run(call);
     }
   }
-  return r == tsrSuccess ? r : noteCallError(r);
+  return r == tsrSuccess ? r : noteCallError(impl.callFailed(r, q.api));
 }
 
 }  // namespace
@@ -380,7 +380,7 @@ tsrResult_t FusedGemm::run(const void* A, const void* B, const void* bias, void*
     CommImpl::WorkScope work;  // tsrCommFinalize waits for the call
     if (r == tsrSuccess) r = work.enter(p.comm, q.api);
     if (r == tsrSuccess) r = onDevice ? p.device->enqueue(call, stream) : p.host->run(call);
-    return r == tsrSuccess ? r : noteCallError(r);
+    return r == tsrSuccess ? r : noteCallError(p.comm->callFailed(r, q.api));
   });
 }
 

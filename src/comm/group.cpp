@@ -6,6 +6,7 @@
 #include <string>
 #include <thread>
 
+#include "collectives/plan/plan.hpp"
 #include "comm/comm_impl.hpp"
 #include "core/datatype.hpp"
 
@@ -103,7 +104,26 @@ void startBatchCatching(CommBatch& b) noexcept {
   if (b.result != tsrSuccess) b.error = lastErrorMessage();
 }
 
+Result runCallsOnce(std::vector<PendingCall>& calls);
+
+// A fault revokes the communicators of the failed calls (every communicator of a failed group:
+// a group is one unit, and a rank that left it half done leaves its peers waiting); on a revoked
+// communicator the error names the revocation (CommImpl::callFailed).
 Result runCalls(std::vector<PendingCall>& calls) {
+  Result r = runCallsOnce(calls);
+  if (r == tsrSuccess) return r;
+  std::vector<CommImpl*> seen;
+  Result out = r;
+  for (PendingCall& c : calls) {
+    if (std::find(seen.begin(), seen.end(), c.comm.get()) != seen.end()) continue;
+    seen.push_back(c.comm.get());
+    Result x = c.comm->callFailed(r, "tsrGroupEnd");
+    if (x != r) out = x;
+  }
+  return out;
+}
+
+Result runCallsOnce(std::vector<PendingCall>& calls) {
   std::vector<CommBatch> batches;
   for (PendingCall& c : calls) {
     auto it = std::find_if(batches.begin(), batches.end(),
@@ -199,15 +219,22 @@ Result submitCall(PendingCall call) {
   if (!call.isP2P || call.onDevice) {
     // The common case, one collective outside a group, without the batching containers: it is
     // most of a small call's host overhead. A send or receive on device buffers is enqueued.
-    CommImpl::WorkScope work;
-    TSR_CHECK(work.enter(call.comm.get(), "the call"));
-    CollectiveEngine* engine = nullptr;
-    TSR_CHECK(call.comm->collectives(&engine));
-    if (call.isP2P) return engine->enqueueP2P({call.p2p}, call.stream);
-    if (call.onDevice) return engine->enqueue(call.coll, call.stream);
-    std::unique_ptr<Operation> op;
-    TSR_CHECK(engine->start(call.coll, &op));
-    return runOperation(op.get(), call.comm->callTimeoutSeconds());
+    CommImpl* comm = call.comm.get();
+    auto once = [&]() -> Result {
+      CommImpl::WorkScope work;
+      TSR_CHECK(work.enter(comm, "the call"));
+      CollectiveEngine* engine = nullptr;
+      TSR_CHECK(comm->collectives(&engine));
+      if (call.isP2P) return engine->enqueueP2P({call.p2p}, call.stream);
+      if (call.onDevice) return engine->enqueue(call.coll, call.stream);
+      std::unique_ptr<Operation> op;
+      TSR_CHECK(engine->start(call.coll, &op));
+      return runOperation(op.get(), comm->callTimeoutSeconds());
+    };
+    Result r = once();
+    if (r == tsrSuccess) return r;
+    return comm->callFailed(r, call.isP2P ? (call.p2p.isSend ? "tsrSend" : "tsrRecv")
+                                          : collectiveName(call.coll.collective));
   }
   std::vector<PendingCall> one;
   one.push_back(std::move(call));

@@ -107,6 +107,11 @@ constexpr EnvVarInfo kRegistry[] = {
      "seconds any bootstrap operation (join, allGather, send/recv, barrier, broadcast) may wait "
      "before it fails with tsrTimeout",
      nullptr, 0.001, 1e7, nullptr},
+    {"TESSERA_REVOKE_NOTICES", EnvType::kBool, "1",
+     "0: a rank that revokes or aborts a communicator, or sees a fault, does not tell the others "
+     "at once (they learn from their own peers and deadlines), and the process runs no revoke "
+     "service (its listening socket on TESSERA_SOCKET_IFNAME's interface and thread)",
+     nullptr, 0, 0, nullptr},
     {"TESSERA_SOCKET_IFNAME", EnvType::kString, "",
      "interface of the TCP bootstrap root (tsrGetUniqueId), NCCL syntax: prefixes (eth,ib), "
      "=exact names, ^excluded; default: the first non-loopback interface that is up, else "
