@@ -22,8 +22,6 @@ struct Refusal {
 };
 constexpr const char* kDefaultWhy = "tessera has no counterpart for it yet";
 constexpr Refusal kRefusals[] = {
-    {"ncclCommRevoke",
-     "tessera cannot revoke a communicator's outstanding work and keep it; ncclCommAbort stops it"},
     {"ncclCommGetUniqueId", "tessera cannot grow a communicator (ncclCommGrow)"},
     {"ncclCommGrow", "tessera cannot grow a communicator"},
     {"ncclCommMemStats", "tessera does not report per-communicator memory statistics"},

@@ -351,6 +351,17 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeR
                  });
 }
 
+// tsrCommRevoke: NCCL's local revoke, and every other rank is told (tessera.h).
+ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  ncclComm* c = nullptr;
+  ncclResult_t r = lookup(comm, "ncclCommRevoke", &c);
+  if (r != ncclSuccess) return r;
+  if (revokeFlags != NCCL_REVOKE_DEFAULT)
+    return fail(ncclInvalidArgument, "ncclCommRevoke: revokeFlags %d is not NCCL_REVOKE_DEFAULT",
+                revokeFlags);
+  return fromTsr(tsrCommRevoke(c->tsr, TSR_REVOKE_DEFAULT), "ncclCommRevoke");
+}
+
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   ncclComm* c = nullptr;
   ncclResult_t r = lookup(comm, "ncclCommFinalize", &c);
