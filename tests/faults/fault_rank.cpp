@@ -17,6 +17,12 @@
 //   OK rank=R calls=<n>                  every call succeeded and was right
 //   ABORT rank=R result=<code> seconds=<s>  after an error: tsrCommAbort's result and duration
 //   WRONG rank=R call=<n> coll=<name> index=<i> got=<v> want=<w>
+//   SHRINK rank=R result=<code> seconds=<s> size=<n> right=<0|1> msg=<error>
+//                                        FAULT_SHRINK_EXCLUDE=<rank>: after the error, the
+//                                        survivors shrink without that rank (TSR_SHRINK_DEFAULT),
+//                                        check one all-reduce on the result and destroy both
+//   DESTROY rank=R result=<code> seconds=<s>  FAULT_AFTER=destroy (or a shrink): the failed
+//                                        communicator destroyed, not aborted
 //   FDS rank=R before=<n> after=<n> leaked=<none|fd:target,...>
 // Exit: 0 all calls right, 3 a call failed (what the fault tests expect), 1 a wrong result,
 // 2 setup failed (no id, init failed, bad arguments).
@@ -221,6 +227,28 @@ tsrResult_t runCall(tsrComm_t comm, int rank, int nranks, long n, size_t count,
 
 }  // namespace
 
+// The survivors of a failed communicator (every rank but `exclude`) shrink it and run one
+// all-reduce on the result, checked; prints SHRINK. The shrunk communicator is destroyed.
+void shrinkAndCheck(tsrComm_t comm, int rank, int exclude, size_t count) {
+  auto t0 = std::chrono::steady_clock::now();
+  tsrComm_t child = nullptr;
+  tsrResult_t r = tsrCommShrink(comm, &exclude, 1, &child, nullptr, TSR_SHRINK_DEFAULT);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int size = 0, newRank = -1;
+  bool right = false;
+  std::string msg = r == tsrSuccess ? "" : tsrGetLastError(nullptr);
+  if (r == tsrSuccess && tsrCommCount(child, &size) == tsrSuccess &&
+      tsrCommUserRank(child, &newRank) == tsrSuccess) {
+    std::vector<float> send(count - count % static_cast<size_t>(size)), recv(send.size());
+    Check bad;
+    r = runCall(child, newRank, size, 0, send.size(), send, recv, &right, &bad);
+    if (r != tsrSuccess) msg = tsrGetLastError(child);
+  }
+  std::printf("SHRINK rank=%d result=%s seconds=%.3f size=%d right=%d msg=%s\n", rank, codeName(r),
+              took, size, right ? 1 : 0, msg.c_str());
+  if (child != nullptr) tsrCommDestroy(child);
+}
+
 int main(int argc, char** argv) {
   if (argc != 5) {
     std::fprintf(stderr, "usage: %s <rank> <nranks> <id file> run|hold\n", argv[0]);
@@ -305,11 +333,24 @@ int main(int argc, char** argv) {
         std::printf("OK rank=%d calls=%ld\n", rank, n);
       }
     } else {
-      // Abort is local and releases the rank (the handle is dead afterwards).
+      const long exclude = envLong("FAULT_SHRINK_EXCLUDE", -1);
+      const char* after = std::getenv("FAULT_AFTER");
+      const bool destroy = exclude >= 0 || (after != nullptr && std::strcmp(after, "destroy") == 0);
+      if (exclude >= 0) shrinkAndCheck(comm, rank, static_cast<int>(exclude), count);
       auto t0 = std::chrono::steady_clock::now();
-      tsrResult_t a = tsrCommAbort(comm);
-      std::printf("ABORT rank=%d result=%s seconds=%.3f\n", rank, codeName(a),
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      auto seconds = [&t0] {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      };
+      if (destroy) {
+        // After a failure the communicator is revoked (its transports stopped): destroy is
+        // local and must not touch a dead peer.
+        tsrResult_t d = tsrCommDestroy(comm);
+        std::printf("DESTROY rank=%d result=%s seconds=%.3f\n", rank, codeName(d), seconds());
+      } else {
+        // Abort is local and releases the rank (the handle is dead afterwards).
+        tsrResult_t a = tsrCommAbort(comm);
+        std::printf("ABORT rank=%d result=%s seconds=%.3f\n", rank, codeName(a), seconds());
+      }
     }
   }
   int leaks = 0;
