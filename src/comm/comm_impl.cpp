@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <system_error>
 #include <thread>
 
 #include "collectives/exec/engine.hpp"  // complete type for engine_'s destructor
@@ -47,8 +48,10 @@ CommImpl::~CommImpl() {
     if (state_.load() == State::kInitializing) abort();
     initThread_.join();
   }
-  // First: no notice may reach this rank while it is torn down (waits for one being delivered).
+  // First: no notice may reach this rank while it is torn down (waits for one being delivered),
+  // and the notices this rank sends are on their way (within kRevokeNoticeSeconds).
   revokeEndpoint_.reset();
+  joinNotices();
   // The engine (and its device executor: the resident grid stops, its device memory is released)
   // and then the fused executors go before the transports their plans and workspaces use. The
   // engine first: the fused executor's frees would otherwise find this rank's own resident grid
@@ -370,6 +373,7 @@ void CommImpl::abort() {
   }
   abortFlag_.store(true);
   abortWork(/*bootstrapToo=*/true);
+  joinNotices();
 }
 
 Result CommImpl::revoke(int revokeFlags) {
@@ -434,11 +438,28 @@ void CommImpl::sendNotices(Result code, const std::string& why) {
   notice.fromRank = rank();
   notice.code = code;
   notice.why = why;
-  const auto t0 = std::chrono::steady_clock::now();
-  const int took = sendRevokeNotices(revokePeers_, notice, kRevokeNoticeSeconds);
-  TSR_INFO("comm %016llx rank %d: revocation notice taken by %d of %d other ranks in %.3f s",
-           static_cast<unsigned long long>(commHash_), rank(), took, nranks() - 1,
-           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  // On a thread of its own, so the failed call returns at once: a peer behind a downed link
+  // holds its connection up to the whole kRevokeNoticeSeconds. abort() and the destructor wait
+  // for it (joinNotices), so a process that aborts and exits has sent its notices first.
+  auto send = [this, notice, r = rank()] {
+    ScopedRank scoped(r);
+    const auto t0 = std::chrono::steady_clock::now();
+    const int took = sendRevokeNotices(revokePeers_, notice, kRevokeNoticeSeconds);
+    TSR_INFO("comm %016llx rank %d: revocation notice taken by %d of %d other ranks in %.3f s",
+             static_cast<unsigned long long>(commHash_), r, took, nranks() - 1,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  };
+  std::lock_guard<std::mutex> lock(noticeThreadMutex_);
+  try {
+    noticeThread_ = std::thread(send);
+  } catch (const std::system_error&) {
+    send();  // no thread to be had: the caller waits instead
+  }
+}
+
+void CommImpl::joinNotices() {
+  std::lock_guard<std::mutex> lock(noticeThreadMutex_);
+  if (noticeThread_.joinable()) noticeThread_.join();
 }
 
 Result CommImpl::revokedError(const char* api) const {

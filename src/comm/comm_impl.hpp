@@ -183,7 +183,9 @@ class CommImpl final : public RevokeSink {
   void abortWork(bool bootstrapToo, bool setAborted = true);
   // Revokes (once): records who and why, tells the others when `notify`, stops the work.
   void revokeAs(int fromRank, Result code, const std::string& why, bool notify, bool setAsyncError);
+  // Sends the notices on noticeThread_ (once per communicator); joinNotices waits for it.
   void sendNotices(Result code, const std::string& why);
+  void joinNotices();
   // The sentence of a revoked communicator's failures.
   Result revokedError(const char* api) const;
   // finalize()'s first half: this rank's outstanding work, complete or tsrTimeout.
@@ -225,6 +227,8 @@ class CommImpl final : public RevokeSink {
   int revokeFrom_ = -1;
   std::string revokeWhy_;
   bool noticesSent_ = false;
+  std::mutex noticeThreadMutex_;
+  std::thread noticeThread_;
 
   std::mutex transportMutex_;
   std::unique_ptr<TransportContext> transports_;  // destroyed before bootstrap_ (declared after)
