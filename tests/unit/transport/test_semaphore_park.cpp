@@ -64,7 +64,12 @@ std::string pingPong(TransportContext& ctx, TransportKind kind, Signaller how) {
     }
   }
   TT_CHECK_OK(ctx.bootstrap().barrier());
-  if (pc) TT_CHECK_OK(pc->flush());
+  if (pc) {
+    TT_CHECK_OK(pc->flush());
+    // Neither rank tears its endpoint down while the other's flush is still in flight (over ucx
+    // that reset the peer's flush: "Connection reset by remote peer", CI 1 in 2).
+    TT_CHECK_OK(ctx.bootstrap().barrier());
+  }
   uint64_t parks = threadWaitStats().parks, timeouts = threadWaitStats().timeouts;
   if (wakes) TT_CHECK(parks > 0, "no wait parked over %s", transportName(kind));
   // A wake lost now and then to a descheduled signaller is noise; lost wakes are every park.
