@@ -61,4 +61,17 @@ inline void expectShrunkWorks(const std::vector<tsrComm_t>& shrunk,
   for (int p : survivors) EXPECT_EQ(out[static_cast<size_t>(p)], want) << "parent rank " << p;
 }
 
+// Both ranks of a two-rank communicator still reduce right (after a refused call left it alone).
+inline void expectPairStillReduces(const std::vector<tsrComm_t>& comms) {
+  std::vector<int64_t> sums(2, -1);
+  tessera::test::runRanks(2, [&](int r) {
+    int64_t mine = r + 5;
+    EXPECT_EQ(tsrAllReduce(&mine, &sums[static_cast<size_t>(r)], 1, tsrInt64, tsrSum,
+                           comms[static_cast<size_t>(r)], nullptr),
+              tsrSuccess)
+        << tsrGetLastError(comms[static_cast<size_t>(r)]);
+  });
+  EXPECT_EQ(sums, (std::vector<int64_t>{11, 11}));
+}
+
 }  // namespace tessera::test
