@@ -169,6 +169,19 @@ TSR_API tsrResult_t tsrCommSplit(tsrComm_t comm, int color, int key, tsrComm_t* 
 TSR_API tsrResult_t tsrCommShrink(tsrComm_t comm, const int* excludeRanksList,
                                   int excludeRanksCount, tsrComm_t* newcomm, tsrConfig_t* config,
                                   int shrinkFlags);
+/* Like ncclCommGetUniqueId (NCCL 2.29): an id for tsrCommGrow of comm, from one existing rank
+ * (it starts a bootstrap root in the calling process, as tsrGetUniqueId). One at a time: a second
+ * call before that rank's tsrCommGrow is refused (tsrInvalidUsage). The id serves one grow. */
+TSR_API tsrResult_t tsrCommGetUniqueId(tsrComm_t comm, tsrUniqueId* uniqueId);
+/* Like ncclCommGrow (NCCL 2.29): the ranks of comm and new ranks form *newcomm of nranks ranks
+ * (more than comm has). Existing ranks keep their rank and pass rank -1; the one that called
+ * tsrCommGetUniqueId passes that id, the others NULL (they learn it from it). New ranks pass
+ * comm NULL, the id and a rank of their own in [comm's size, nranks). Every existing rank takes
+ * part (a shrink first drops the dead). config NULL: an existing rank inherits comm's, a new rank
+ * takes the defaults. comm stays usable; destroy it when done. A rank count or id that the
+ * existing ranks disagree on fails on every one of them with a sentence (tsrInvalidArgument). */
+TSR_API tsrResult_t tsrCommGrow(tsrComm_t comm, int nranks, const tsrUniqueId* uniqueId, int rank,
+                                tsrComm_t* newcomm, tsrConfig_t* config);
 /* Collective: every rank calls it. First completes this rank's outstanding work: calls on this
  * communicator still running on other threads (host calls until their results are in place,
  * fused calls included) and the collectives and send/recv groups enqueued on device streams

@@ -39,6 +39,13 @@ class TSR_API Communicator {
   // TSR_SHRINK_ABORT (abort this one's work first, after a failure).
   tsrResult_t shrink(const std::vector<int>& excluded, const tsrConfig_t* config, int flags,
                      std::unique_ptr<Communicator>* out);
+  // tsrCommGetUniqueId: an id for one grow of this communicator (a root in this process).
+  tsrResult_t growUniqueId(tsrUniqueId* id);
+  // tsrCommGrow. existing: this rank's communicator (it keeps its rank; rank must be -1), or
+  // null for a new rank (id required, rank its own). config null: inherit existing's, or the
+  // defaults for a new rank.
+  static tsrResult_t grow(Communicator* existing, int nranks, const tsrUniqueId* id, int rank,
+                          const tsrConfig_t* config, std::unique_ptr<Communicator>* out);
 
   // Collective: completes this rank's outstanding work (calls running on other threads, device
   // calls enqueued on streams) and waits for every rank, each within its deadline (tessera.h,

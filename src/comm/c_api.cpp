@@ -115,6 +115,31 @@ TSR_API tsrResult_t tsrCommShrink(tsrComm_t comm, const int* excludeRanksList,
   });
 }
 
+TSR_API tsrResult_t tsrCommGetUniqueId(tsrComm_t comm, tsrUniqueId* uniqueId) {
+  return guarded("tsrCommGetUniqueId", [&]() -> tsrResult_t {
+    TSR_LOOKUP(comm, "tsrCommGetUniqueId", c);
+    return c->growUniqueId(uniqueId);
+  });
+}
+
+TSR_API tsrResult_t tsrCommGrow(tsrComm_t comm, int nranks, const tsrUniqueId* uniqueId, int rank,
+                                tsrComm_t* newcomm, tsrConfig_t* config) {
+  return guarded("tsrCommGrow", [&]() -> tsrResult_t {
+    if (newcomm == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrCommGrow: newcomm is NULL");
+    *newcomm = nullptr;
+    std::unique_ptr<Communicator> grown;
+    Result r;
+    if (comm == nullptr) {
+      r = Communicator::grow(nullptr, nranks, uniqueId, rank, config, &grown);
+    } else {
+      TSR_LOOKUP(comm, "tsrCommGrow", c);
+      r = Communicator::grow(c.get(), nranks, uniqueId, rank, config, &grown);
+    }
+    if (grown != nullptr) *newcomm = tessera::handleRegister(std::move(grown));
+    return r;
+  });
+}
+
 TSR_API tsrResult_t tsrCommFinalize(tsrComm_t comm) {
   return guarded("tsrCommFinalize", [&]() -> tsrResult_t {
     TSR_LOOKUP(comm, "tsrCommFinalize", c);

@@ -9,6 +9,7 @@
 #include <system_error>
 #include <thread>
 
+#include "bootstrap/tcp_bootstrap.hpp"  // createUniqueId (tsrCommGetUniqueId)
 #include "collectives/exec/engine.hpp"  // complete type for engine_'s destructor
 #include "comm/group.hpp"
 #include "core/cuda_driver.hpp"
@@ -265,6 +266,84 @@ Result CommImpl::shrink(const std::vector<int>& excluded, const tsrConfig_t* con
   Result r = bootstrap_->shrink(excluded, &childBoot);
   if (r != tsrSuccess) return addContext(r, "tsrCommShrink");
   return createWith(std::move(childBoot), childConfig, out);
+}
+
+Result CommImpl::growUniqueId(tsrUniqueId* id) {
+  TSR_CHECK(checkReady("tsrCommGetUniqueId"));
+  {
+    std::lock_guard<std::mutex> lock(revokeMutex_);
+    if (growIdPending_)
+      return TSR_FAIL(tsrInvalidUsage,
+                      "tsrCommGetUniqueId: this rank's previous grow id has not been used by "
+                      "tsrCommGrow yet (one at a time)");
+    growIdPending_ = true;
+  }
+  // Not TESSERA_COMM_ID's fixed address: that is the communicator's own root.
+  Result r = createUniqueId(id);
+  if (r != tsrSuccess) {
+    std::lock_guard<std::mutex> lock(revokeMutex_);
+    growIdPending_ = false;
+    return addContext(r, "tsrCommGetUniqueId");
+  }
+  return tsrSuccess;
+}
+
+Result CommImpl::growAgree(int nranks, const tsrUniqueId* id, const tsrConfig_t* config,
+                           tsrUniqueId* agreed, CommConfig* childConfig) {
+  TSR_CHECK(checkReady("tsrCommGrow"));
+  {
+    // This rank's id from tsrCommGetUniqueId is used or abandoned by this grow, whatever comes
+    // of it (its root serves one communicator, and one nobody joins exits on its own).
+    std::lock_guard<std::mutex> lock(revokeMutex_);
+    growIdPending_ = false;
+  }
+  struct Record {
+    int32_t nranks;
+    int32_t hasId;
+    tsrUniqueId id;
+  };
+  const int n = this->nranks();
+  const int me = rank();
+  std::vector<Record> all(static_cast<size_t>(n));
+  Record& mine = all[static_cast<size_t>(me)];
+  std::memset(&mine, 0, sizeof mine);
+  mine.nranks = nranks;
+  mine.hasId = id != nullptr ? 1 : 0;
+  if (id != nullptr) mine.id = *id;
+  if (Result r = bootstrap_->allGather(all.data(), sizeof(Record)); r != tsrSuccess)
+    return addContext(r, "tsrCommGrow: rank %d of %d: agreeing on the unique id", me, n);
+  // Every rank sees the same records, so every rank takes the same way out.
+  std::string holders;
+  int holder = -1, count = 0;
+  for (int q = 0; q < n; ++q) {
+    const Record& x = all[static_cast<size_t>(q)];
+    if (x.nranks != all[0].nranks)
+      return TSR_FAIL(tsrInvalidArgument,
+                      "tsrCommGrow: rank %d of %d: rank 0 asks for %d ranks, rank %d for %d; every "
+                      "existing rank must pass the same nranks",
+                      me, n, all[0].nranks, q, x.nranks);
+    if (x.hasId != 0) {
+      holders += (holders.empty() ? "" : ", ") + std::to_string(q);
+      holder = q;
+      ++count;
+    }
+  }
+  if (all[0].nranks <= n)
+    return TSR_FAIL(tsrInvalidArgument,
+                    "tsrCommGrow: rank %d of %d: nranks is %d; a grow needs more than the %d "
+                    "ranks the communicator has",
+                    me, n, all[0].nranks, n);
+  if (count != 1)
+    return TSR_FAIL(tsrInvalidArgument,
+                    "tsrCommGrow: rank %d of %d: %d existing ranks passed a unique id (%s); "
+                    "exactly one must (the one that called tsrCommGetUniqueId), the others NULL",
+                    me, n, count, count == 0 ? "none" : holders.c_str());
+  *agreed = all[static_cast<size_t>(holder)].id;
+  TSR_CHECK(resolveConfig(config, &config_, childConfig));
+  if (config == nullptr || config->device == TSR_CONFIG_UNDEF_INT) childConfig->device = device_;
+  TSR_INFO("tsrCommGrow: rank %d of %d joins a communicator of %d ranks (id from rank %d)", me, n,
+           all[0].nranks, holder);
+  return tsrSuccess;
 }
 
 Result CommImpl::transports(TransportContext** out) {

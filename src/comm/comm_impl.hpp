@@ -64,6 +64,15 @@ class CommImpl final : public RevokeSink {
   // failure; this communicator is then only fit for tsrCommDestroy.
   Result shrink(const std::vector<int>& excluded, const tsrConfig_t* config, int flags,
                 std::shared_ptr<CommImpl>* out);
+  // tsrCommGetUniqueId: a fresh id (a bootstrap root in this process) for one grow; refused
+  // while this rank's previous one has not been used by its tsrCommGrow.
+  Result growUniqueId(tsrUniqueId* id);
+  // tsrCommGrow's part over this communicator (collective, blocking): every rank learns the id
+  // (from the one rank that passed it) and checks that all ask for the same larger size, so
+  // they all fail alike on a disagreement; then each joins the new communicator as a new rank
+  // would (Communicator::grow). childConfig: config, or this communicator's when null.
+  Result growAgree(int nranks, const tsrUniqueId* id, const tsrConfig_t* config,
+                   tsrUniqueId* agreed, CommConfig* childConfig);
   // Completes this rank's outstanding work (calls running on other threads, then the device
   // executor's stream-ordered calls), each within a deadline a little beyond the calls' own
   // (tsrTimeout naming what was waited for), and then waits for every rank (bootstrap barrier).
@@ -227,6 +236,8 @@ class CommImpl final : public RevokeSink {
   int revokeFrom_ = -1;
   std::string revokeWhy_;
   bool noticesSent_ = false;
+  // tsrCommGetUniqueId made an id this rank's tsrCommGrow has not used yet (under revokeMutex_).
+  bool growIdPending_ = false;
   std::mutex noticeThreadMutex_;
   std::thread noticeThread_;
 

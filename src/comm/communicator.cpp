@@ -34,18 +34,16 @@ tsrResult_t Communicator::getUniqueId(tsrUniqueId* id) {
   return createUserUniqueId(id);
 }
 
-tsrResult_t Communicator::initRank(int nranks, const tsrUniqueId& id, int rank,
-                                   const tsrConfig_t* config, std::unique_ptr<Communicator>* out) {
-  if (out == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrCommInitRank: comm is NULL");
-  out->reset();
-  TSR_CHECK(checkRankArgs("tsrCommInitRank", nranks, rank));
-  ScopedRank scoped(rank);
-  TSR_CHECK(envValidateAll());
-  CommConfig cfg;
-  TSR_CHECK(resolveConfig(config, nullptr, &cfg));
+namespace {
+
+// A rank of a tcp-bootstrapped communicator (tsrCommInitRank, tsrCommGrow) with its config
+// resolved: `api` names the call in errors.
+tsrResult_t initTcpRank(const char* api, int nranks, const tsrUniqueId& id, int rank,
+                        const CommConfig& cfg, std::unique_ptr<Communicator>* out) {
+  TSR_CHECK(checkRankArgs(api, nranks, rank));
   // A corrupted id fails here, at once, even for a non-blocking init.
   UniqueIdContents contents;
-  TSR_CHECK(decodeUniqueId(id, &contents));
+  if (Result r = decodeUniqueId(id, &contents); r != tsrSuccess) return addContext(r, "%s", api);
   BootstrapOptions opts;  // timeout: tsrConfig_t.timeoutMs, else TESSERA_BOOTSTRAP_TIMEOUT
   opts.timeoutSeconds = cfg.timeoutSeconds;
   auto factory = [id, rank, nranks, opts](int cancelFd, std::unique_ptr<Bootstrap>* b) {
@@ -58,6 +56,54 @@ tsrResult_t Communicator::initRank(int nranks, const tsrUniqueId& id, int rank,
   if (r != tsrSuccess && r != tsrInProgress) return r;
   *out = CommAccess::wrap(std::move(impl));
   return r;
+}
+
+}  // namespace
+
+tsrResult_t Communicator::initRank(int nranks, const tsrUniqueId& id, int rank,
+                                   const tsrConfig_t* config, std::unique_ptr<Communicator>* out) {
+  if (out == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrCommInitRank: comm is NULL");
+  out->reset();
+  TSR_CHECK(checkRankArgs("tsrCommInitRank", nranks, rank));
+  ScopedRank scoped(rank);
+  TSR_CHECK(envValidateAll());
+  CommConfig cfg;
+  TSR_CHECK(resolveConfig(config, nullptr, &cfg));
+  return initTcpRank("tsrCommInitRank", nranks, id, rank, cfg, out);
+}
+
+tsrResult_t Communicator::growUniqueId(tsrUniqueId* id) {
+  if (id == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrCommGetUniqueId: uniqueId is NULL");
+  ScopedRank scoped(impl_->rank());
+  return impl_->growUniqueId(id);
+}
+
+tsrResult_t Communicator::grow(Communicator* existing, int nranks, const tsrUniqueId* id, int rank,
+                               const tsrConfig_t* config, std::unique_ptr<Communicator>* out) {
+  if (out == nullptr) return TSR_FAIL(tsrInvalidArgument, "tsrCommGrow: newcomm is NULL");
+  out->reset();
+  TSR_CHECK(envValidateAll());
+  if (existing == nullptr) {
+    // A new rank: it only joins.
+    if (id == nullptr)
+      return TSR_FAIL(tsrInvalidArgument,
+                      "tsrCommGrow: a new rank (comm NULL) needs the unique id of "
+                      "tsrCommGetUniqueId");
+    ScopedRank scoped(rank);
+    CommConfig cfg;
+    TSR_CHECK(resolveConfig(config, nullptr, &cfg));
+    return initTcpRank("tsrCommGrow", nranks, *id, rank, cfg, out);
+  }
+  CommImpl& impl = *existing->impl_;
+  ScopedRank scoped(impl.rank());
+  if (rank != -1)
+    return TSR_FAIL(tsrInvalidArgument,
+                    "tsrCommGrow: rank is %d; an existing rank keeps its rank %d and passes -1",
+                    rank, impl.rank());
+  tsrUniqueId agreed;
+  CommConfig cfg;
+  TSR_CHECK(impl.growAgree(nranks, id, config, &agreed, &cfg));
+  return initTcpRank("tsrCommGrow", nranks, agreed, impl.rank(), cfg, out);
 }
 
 tsrResult_t Communicator::initAll(int ndev, const int* devlist,

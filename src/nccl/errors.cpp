@@ -22,8 +22,6 @@ struct Refusal {
 };
 constexpr const char* kDefaultWhy = "tessera has no counterpart for it yet";
 constexpr Refusal kRefusals[] = {
-    {"ncclCommGetUniqueId", "tessera cannot grow a communicator (ncclCommGrow)"},
-    {"ncclCommGrow", "tessera cannot grow a communicator"},
     {"ncclCommMemStats", "tessera does not report per-communicator memory statistics"},
     {"ncclCommSuspend", "tessera cannot release a communicator's memory and keep the communicator"},
     {"ncclCommResume", "tessera cannot release a communicator's memory and keep the communicator"},

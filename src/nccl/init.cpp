@@ -362,6 +362,41 @@ ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   return fromTsr(tsrCommRevoke(c->tsr, TSR_REVOKE_DEFAULT), "ncclCommRevoke");
 }
 
+// NCCL 2.29's grow (tsrCommGrow; not in every nccl.h this builds against, so declared here).
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                          ncclComm_t* newcomm, ncclConfig_t* config);
+
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId) {
+  ncclComm* c = nullptr;
+  ncclResult_t r = lookup(comm, "ncclCommGetUniqueId", &c);
+  if (r != ncclSuccess) return r;
+  if (uniqueId == nullptr)
+    return fail(ncclInvalidArgument, "ncclCommGetUniqueId: uniqueId is NULL");
+  tsrUniqueId id;
+  r = fromTsr(tsrCommGetUniqueId(c->tsr, &id), "ncclCommGetUniqueId");
+  if (r == ncclSuccess) std::memcpy(uniqueId, &id, sizeof id);
+  return r;
+}
+
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId, int rank,
+                          ncclComm_t* newcomm, ncclConfig_t* config) {
+  if (comm == nullptr) {
+    // A new rank joins with the id, as an init would (tsrCommGrow does the same for it).
+    if (newcomm != nullptr) *newcomm = nullptr;
+    if (uniqueId == nullptr)
+      return fail(ncclInvalidArgument,
+                  "ncclCommGrow: a new rank (comm NULL) needs the id of ncclCommGetUniqueId");
+    return initRank(newcomm, nRanks, *uniqueId, rank, config, "ncclCommGrow");
+  }
+  return childOf(comm, config, "ncclCommGrow", newcomm,
+                 [&](tsrComm_t parent, tsrComm_t* child, tsrConfig_t* cfg) {
+                   return tsrCommGrow(parent, nRanks,
+                                      reinterpret_cast<const tsrUniqueId*>(uniqueId), rank, child,
+                                      cfg);
+                 });
+}
+
 ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   ncclComm* c = nullptr;
   ncclResult_t r = lookup(comm, "ncclCommFinalize", &c);

@@ -365,6 +365,52 @@ TEST_F(NcclThreads, ShrinkWithoutTheMiddleRank) {
   });
 }
 
+// NCCL 2.29's grow; the nccl.h this builds against may predate it (the same prototypes).
+extern "C" ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId* uniqueId);
+extern "C" ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId,
+                                     int rank, ncclComm_t* newcomm, ncclConfig_t* config);
+
+// ncclCommGrow: the 3 ranks and a new one (a thread with no communicator, rank 3) form 4 ranks;
+// the existing keep theirs and pass -1, the id's holder passes it, the others NULL.
+TEST_F(NcclThreads, GrowByOneNewRank) {
+  ncclUniqueId id;
+  EXPECT_EQ(ncclCommGetUniqueId(comms_[0], nullptr), ncclInvalidArgument);
+  ASSERT_EQ(ncclCommGetUniqueId(comms_[1], &id), ncclSuccess) << ncclGetLastError(nullptr);
+  std::vector<ncclComm_t> grown(kRanks + 1, nullptr);
+  std::vector<std::thread> threads;
+  for (int r = 0; r <= kRanks; ++r)
+    threads.emplace_back([&, r] {
+      ncclComm_t* out = &grown[static_cast<size_t>(r)];
+      if (r < kRanks) {
+        EXPECT_EQ(ncclCommGrow(comms_[static_cast<size_t>(r)], kRanks + 1, r == 1 ? &id : nullptr,
+                               -1, out, nullptr),
+                  ncclSuccess)
+            << ncclGetLastError(nullptr);
+      } else {
+        EXPECT_EQ(ncclCommGrow(nullptr, kRanks + 1, &id, r, out, nullptr), ncclSuccess)
+            << ncclGetLastError(nullptr);
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (ncclComm_t c : grown) ASSERT_NE(c, nullptr);
+  onRanks(grown, [&](int r, ncclComm_t comm) {
+    int n = 0, cr = -1;
+    ASSERT_EQ(ncclCommCount(comm, &n), ncclSuccess);
+    ASSERT_EQ(ncclCommUserRank(comm, &cr), ncclSuccess);
+    EXPECT_EQ(n, kRanks + 1);
+    EXPECT_EQ(cr, r);
+    int64_t v = r + 1, sum = 0;
+    ASSERT_EQ(ncclAllReduce(&v, &sum, 1, ncclInt64, ncclSum, comm, nullptr), ncclSuccess);
+    EXPECT_EQ(sum, 1 + 2 + 3 + 4);
+  });
+  destroyAll(grown);
+  // A new rank needs the id.
+  ncclComm_t none = reinterpret_cast<ncclComm_t>(1);
+  EXPECT_EQ(ncclCommGrow(nullptr, kRanks + 1, nullptr, kRanks, &none, nullptr),
+            ncclInvalidArgument);
+  EXPECT_EQ(none, nullptr);
+}
+
 // Errors give NCCL's codes and a sentence, and write nothing.
 TEST_F(NcclThreads, BadArgumentsAreRefusedWithASentence) {
   ncclComm_t c0 = comms_[0];
