@@ -7,6 +7,9 @@
 //                cycling all-reduce, all-gather, reduce-scatter and broadcast, each result checked
 //     mode hold: rank 0 only: makes the unique id (starting the bootstrap root in this process),
 //                publishes it and waits to be killed without joining (the root dies during init)
+//     mode grow: a replacement process: reads a grow id from <id file> (written by the shrunk
+//                survivors' rank 0) and joins their tsrCommGrow as new rank <rank> of <nranks>
+//                (comm NULL), then runs and checks the calls as they do (GROW line)
 //
 // Rank 0 makes the unique id and writes it to <id file> (written to a temporary name, then
 // renamed, so a reader never sees half of it); the others wait for the file.
@@ -23,6 +26,12 @@
 //                                        check one all-reduce on the result and destroy both
 //   DESTROY rank=R result=<code> seconds=<s>  FAULT_AFTER=destroy (or a shrink): the failed
 //                                        communicator destroyed, not aborted
+//   GROW rank=R result=<code> t=<unix seconds> seconds=<s> size=<n> calls=<n> right=<0|1>
+//        msg=<error>                     FAULT_GROW=1 (with FAULT_SHRINK_EXCLUDE): the shrunk
+//                                        communicator grows back to <nranks> ranks (its rank 0
+//                                        writes tsrCommGetUniqueId's id to <id file>.grow), runs
+//                                        FAULT_GROW_CALLS calls of the cycle, each checked, and
+//                                        is destroyed; t is when the last call was checked
 //   FDS rank=R before=<n> after=<n> leaked=<none|fd:target,...>
 // Exit: 0 all calls right, 3 a call failed (what the fault tests expect), 1 a wrong result,
 // 2 setup failed (no id, init failed, bad arguments).
@@ -228,8 +237,9 @@ tsrResult_t runCall(tsrComm_t comm, int rank, int nranks, long n, size_t count,
 }  // namespace
 
 // The survivors of a failed communicator (every rank but `exclude`) shrink it and run one
-// all-reduce on the result, checked; prints SHRINK. The shrunk communicator is destroyed.
-void shrinkAndCheck(tsrComm_t comm, int rank, int exclude, size_t count) {
+// all-reduce on the result, checked; prints SHRINK. Returns the shrunk communicator (null if the
+// shrink failed).
+tsrComm_t shrinkAndCheck(tsrComm_t comm, int rank, int exclude, size_t count) {
   auto t0 = std::chrono::steady_clock::now();
   tsrComm_t child = nullptr;
   tsrResult_t r = tsrCommShrink(comm, &exclude, 1, &child, nullptr, TSR_SHRINK_DEFAULT);
@@ -246,12 +256,77 @@ void shrinkAndCheck(tsrComm_t comm, int rank, int exclude, size_t count) {
   }
   std::printf("SHRINK rank=%d result=%s seconds=%.3f size=%d right=%d msg=%s\n", rank, codeName(r),
               took, size, right ? 1 : 0, msg.c_str());
-  if (child != nullptr) tsrCommDestroy(child);
+  return child;
+}
+
+// tsrCommGrow, from an existing communicator (`shrunk`, whose rank 0 makes the id and writes it
+// to idPath) or as a new rank (shrunk null: the id is read from idPath), to nranks ranks; then
+// FAULT_GROW_CALLS calls of the cycle on the result, each checked, and its destroy. Prints GROW;
+// true when the grow and every call were right.
+bool growAndCheck(tsrComm_t shrunk, int rank, int nranks, const std::string& idPath, size_t count) {
+  const long calls = envLong("FAULT_GROW_CALLS", 16);
+  auto t0 = std::chrono::steady_clock::now();
+  tsrResult_t r = tsrSuccess;
+  std::string msg;
+  tsrUniqueId id;
+  bool haveId = false;
+  int myRank = -1;
+  if (shrunk != nullptr) {
+    r = tsrCommUserRank(shrunk, &myRank);
+    if (r == tsrSuccess && myRank == 0) {
+      r = tsrCommGetUniqueId(shrunk, &id);
+      if (r == tsrSuccess && !writeId(idPath, id)) {
+        r = tsrSystemError;
+        msg = "cannot write the grow id to " + idPath;
+      }
+      haveId = r == tsrSuccess;
+    }
+  } else if (readId(idPath, 30, &id)) {
+    haveId = true;
+  } else {
+    r = tsrSystemError;
+    msg = "no grow id in " + idPath + " within 30 s";
+  }
+  tsrComm_t grown = nullptr;
+  if (r == tsrSuccess) {
+    tsrConfig_t config = TSR_CONFIG_INITIALIZER;
+    config.device = TSR_DEVICE_HOST;
+    r = tsrCommGrow(shrunk, nranks, haveId ? &id : nullptr, shrunk != nullptr ? -1 : rank, &grown,
+                    &config);
+    if (r != tsrSuccess) msg = tsrGetLastError(nullptr);
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int size = 0, newRank = -1;
+  bool right = false;
+  long n = 0;
+  if (r == tsrSuccess && tsrCommCount(grown, &size) == tsrSuccess &&
+      tsrCommUserRank(grown, &newRank) == tsrSuccess) {
+    std::vector<float> send(count - count % static_cast<size_t>(size)), recv(send.size());
+    right = true;
+    for (; n < calls && right && r == tsrSuccess; ++n) {
+      Check bad;
+      r = runCall(grown, newRank, size, n, send.size(), send, recv, &right, &bad);
+      if (r != tsrSuccess) {
+        msg = tsrGetLastError(grown);
+      } else if (!right) {
+        msg = std::string(kColls[n % 4]) + " index " + std::to_string(bad.index) + " got " +
+              std::to_string(bad.got) + " want " + std::to_string(bad.want);
+      }
+    }
+  }
+  std::printf("GROW rank=%d result=%s t=%.6f seconds=%.3f size=%d calls=%ld right=%d msg=%s\n",
+              rank, codeName(r), nowUnix(), took, size, n, right && r == tsrSuccess ? 1 : 0,
+              msg.c_str());
+  if (grown != nullptr) {
+    if (r == tsrSuccess) r = tsrCommFinalize(grown);
+    tsrCommDestroy(grown);
+  }
+  return r == tsrSuccess && right;
 }
 
 int main(int argc, char** argv) {
   if (argc != 5) {
-    std::fprintf(stderr, "usage: %s <rank> <nranks> <id file> run|hold\n", argv[0]);
+    std::fprintf(stderr, "usage: %s <rank> <nranks> <id file> run|hold|grow\n", argv[0]);
     return 2;
   }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -263,6 +338,15 @@ int main(int argc, char** argv) {
   count -= count % static_cast<size_t>(nranks);
 
   auto fdsBefore = openFds();
+  if (mode == "grow") {
+    std::printf("STAGE rank=%d stage=joining\n", rank);
+    const int code = growAndCheck(nullptr, rank, nranks, idPath, count) ? 0 : 1;
+    int leaks = 0;
+    std::string leaked = leakedSince(fdsBefore, &leaks);
+    std::printf("FDS rank=%d before=%zu after=%zu leaked=%s\n", rank, fdsBefore.size(),
+                openFds().size(), leaked.c_str());
+    return code;
+  }
   tsrUniqueId id;
   if (rank == 0) {
     if (tsrGetUniqueId(&id) != tsrSuccess || !writeId(idPath, id)) {
@@ -336,7 +420,18 @@ int main(int argc, char** argv) {
       const long exclude = envLong("FAULT_SHRINK_EXCLUDE", -1);
       const char* after = std::getenv("FAULT_AFTER");
       const bool destroy = exclude >= 0 || (after != nullptr && std::strcmp(after, "destroy") == 0);
-      if (exclude >= 0) shrinkAndCheck(comm, rank, static_cast<int>(exclude), count);
+      if (exclude >= 0) {
+        tsrComm_t shrunk = shrinkAndCheck(comm, rank, static_cast<int>(exclude), count);
+        if (shrunk != nullptr && envLong("FAULT_GROW", 0) != 0)
+          growAndCheck(shrunk, rank, nranks, idPath + ".grow", count);
+        // Finalize first (collective): a rank that destroyed its end while a peer's last flush
+        // to it was still in flight would fail that peer's all-reduce (ucx over TCP completes a
+        // put only when the target's worker progresses).
+        if (shrunk != nullptr) {
+          tsrCommFinalize(shrunk);
+          tsrCommDestroy(shrunk);
+        }
+      }
       auto t0 = std::chrono::steady_clock::now();
       auto seconds = [&t0] {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

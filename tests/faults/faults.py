@@ -30,6 +30,7 @@ DEADLINE_S = 10.0  # every survivor's error within this many seconds of the faul
 # 1 s; the bound leaves room for a loaded 2-core CI machine), and a shrink after it within this.
 REVOKED_S = 3.0
 SHRINK_S = 5.0
+GROW_S = 10.0  # kill, shrink, a replacement process, grow and its checked calls: within this
 IFNAME = "tsr0"  # the veth end's name inside each namespace
 SUBNET = "10.201.77"
 NS_PREFIX = "tsrf"  # namespaces are tsrf<pid>a / tsrf<pid>b (the pid of this driver)
@@ -269,6 +270,16 @@ class World:
             if hosts:
                 argv = hosts.wrap(host, argv)
             self.ranks.append(Rank(r, host, argv, full_env))
+
+    def add_rank(self, rank, host, id_file, mode, env):
+        """One more process (a replacement) with the same environment, on `host`."""
+        argv = [self.args.rank_bin, str(rank), str(self.nranks), id_file, mode]
+        full_env = dict(os.environ)
+        full_env.update(env)
+        if self.hosts:
+            argv = self.hosts.wrap(host, argv)
+        self.ranks.append(Rank(rank, host, argv, full_env))
+        return self.ranks[-1]
 
     def wait_all(self, prefix, seconds, ranks=None, **match):
         deadline = time.monotonic() + seconds
@@ -540,10 +551,12 @@ def into_the_calls():
     time.sleep(pause)
 
 
-def scenario_kill(args, tmp, hosts, victim, env_extra=None, shrink=False):
+def scenario_kill(args, tmp, hosts, victim, env_extra=None, shrink=False, grow=False):
     env = host_env(env_extra) if hosts else dict(env_extra or {})
-    if shrink:
+    if shrink or grow:
         env["FAULT_SHRINK_EXCLUDE"] = str(victim)
+    if grow:
+        env["FAULT_GROW"] = "1"
     env["FAULT_MAX_SECONDS"] = "60"
     before = shm_entries()
     w = World(args, hosts, 4, env, tmp)
@@ -553,11 +566,48 @@ def scenario_kill(args, tmp, hosts, victim, env_extra=None, shrink=False):
         t0 = time.time()
         w.ranks[victim].kill(signal.SIGKILL)
         survivors = [rk for rk in w.ranks if rk.rank != victim]
+        if grow:
+            # A launcher restarts the lost process at once, on the victim's host; it waits for
+            # the survivors' grow id and joins as the last rank of the grown communicator.
+            replacement = w.add_rank(3, w.ranks[victim].host, w.id_file + ".grow", "grow", env)
         check_survivors(w, survivors, t0, f"rank {victim} SIGKILLed mid-collective",
                         limit=REVOKED_S if notices_on() else DEADLINE_S)
+        if grow:
+            check_grown(w, survivors + [replacement], t0)
     finally:
         w.close()
     check_shm(before)
+
+
+def check_grown(world, ranks, t_fault):
+    """The 3 survivors (shrunk to ranks 0..2) and the replacement (rank 3) grew back to 4 ranks,
+    and every one ran its calls right, all within GROW_S of the fault. Prints a table."""
+    problems, rows = [], []
+    replacement = ranks[3]
+    if not replacement.finish(DEADLINE_S + 30):
+        problems.append(f"the replacement did not finish{describe(replacement)}")
+    for i, rk in enumerate(ranks):
+        ev = rk.find("GROW")
+        who = f"rank {rk.rank}" if i < 3 else "the replacement"
+        if ev is None:
+            problems.append(f"{who}: no GROW line{describe(rk)}")
+            continue
+        took = float(ev["t"]) - t_fault
+        rows.append((who, i, ev["result"], ev["seconds"], ev["calls"], ev["right"], took,
+                     ev.get("msg", "")))
+        if ev["result"] != "success" or ev["right"] != "1" or ev["size"] != "4":
+            problems.append(f"{who}: the grow or its calls failed: {ev}")
+        elif took > GROW_S:
+            problems.append(f"{who}: right results {took:.2f} s after the fault, later than "
+                            f"{GROW_S} s")
+    print("\nkill, shrink, replace, grow: each rank of the grown communicator")
+    print(f"{'who':>15} {'new rank':>8} {'result':>8} {'grow s':>7} {'calls':>5} {'right':>5} "
+          f"{'fault->done s':>13}")
+    for who, i, res, secs, calls, right, took, msg in rows:
+        print(f"{who:>15} {i:>8} {res:>8} {secs:>7} {calls:>5} {right:>5} {took:>13.3f}  {msg}")
+    if problems:
+        raise Fail("\n".join(problems))
+    check_fds(world, ranks[3:])
 
 
 def scenario_kill_shm(args, tmp):
@@ -579,6 +629,25 @@ def scenario_kill_shrink_ucx(args, tmp):
     try:
         hosts.create()
         scenario_kill(args, tmp, hosts, 3, shrink=True)
+    finally:
+        hosts.destroy()
+
+
+def scenario_kill_grow_shm(args, tmp):
+    """kill_shrink_shm, and a replacement process started at once: the 3 survivors' shrunk
+    communicator and the newcomer grow back to 4 ranks (tsrCommGrow) and run 16 calls of the
+    cycle (all-reduce, all-gather, reduce-scatter, broadcast from each root), each checked."""
+    scenario_kill(args, tmp, None, 2, grow=True)
+
+
+def scenario_kill_grow_ucx(args, tmp):
+    """kill_grow_shm with 2 hosts x 2 ranks: rank 3 (host b) SIGKILLed, its replacement started
+    on host b, so the grown communicator uses ucx between the hosts again."""
+    need_ucx(args)
+    hosts = Hosts()
+    try:
+        hosts.create()
+        scenario_kill(args, tmp, hosts, 3, grow=True)
     finally:
         hosts.destroy()
 
@@ -716,6 +785,8 @@ def scenario_sigstop(args, tmp):
 SCENARIOS = {
     "hosts": scenario_hosts,
     "hosts_same_id": scenario_hosts_same_id,
+    "kill_grow_shm": scenario_kill_grow_shm,
+    "kill_grow_ucx": scenario_kill_grow_ucx,
     "kill_shm": scenario_kill_shm,
     "kill_shrink_shm": scenario_kill_shrink_shm,
     "kill_shrink_ucx": scenario_kill_shrink_ucx,
