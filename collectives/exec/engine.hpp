@@ -164,6 +164,15 @@ class CollectiveEngine {
   virtual Result start(const CollCall& call, std::unique_ptr<Operation>* out) = 0;
   // Starts the sends and receives of one group together (any order; they never deadlock).
   virtual Result startP2P(const std::vector<P2PCall>& calls, std::unique_ptr<Operation>* out) = 0;
+  // tsrProbe: an operation that completes once the next host message from `peer` (kAnySource:
+  // any peer whose link exists) has arrived, with its sender and size in *found; nothing is
+  // received. A specific peer's link is set up first if need be (pairwise, as startP2P).
+  static constexpr int kAnySource = -1;
+  struct Probe {
+    int source = -1;
+    size_t bytes = 0;
+  };
+  virtual Result startProbe(int peer, Probe* found, std::unique_ptr<Operation>* out) = 0;
 
   // Zero-copy registration (tsrCommRegister): local; peers learn of it when a call uses it.
   virtual Result registerBuffer(void* ptr, size_t bytes, void** handle) = 0;

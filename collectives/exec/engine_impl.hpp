@@ -231,6 +231,9 @@ class EngineImpl final : public CollectiveEngine {
 
   Result start(const CollCall& call, std::unique_ptr<Operation>* out) override;
   Result startP2P(const std::vector<P2PCall>& calls, std::unique_ptr<Operation>* out) override;
+  Result startProbe(int peer, Probe* found, std::unique_ptr<Operation>* out) override;  // p2p.cpp
+  // Where the next any-source probe starts looking (the rank after the last one found).
+  int probeFrom_ = 0;
   Result registerBuffer(void* ptr, size_t bytes, void** handle) override;
   Result deregisterBuffer(void* handle) override;
   Result registerWindow(void* ptr, size_t bytes, void** handle) override;  // device_engine.cpp

@@ -237,7 +237,142 @@ class P2POperation final : public ExecOperation {
   IdleState idle_;
 };
 
+// tsrProbe: in its turn (after this engine's earlier operations), looks at the links it names for
+// a piece that arrived and was not drained yet; the first piece of the next message (a receive
+// drains whole messages) gives its sender and size. Nothing is consumed.
+class ProbeOperation final : public ExecOperation {
+ public:
+  ProbeOperation(EngineImpl* e, CollectiveEngine::Probe* found)
+      : e_(e), found_(found), seq_(e->takeTurn()) {}
+  ~ProbeOperation() override {
+    if (!done_ && failed_ == tsrSuccess) e_->abandoned(describe());
+  }
+
+  bool any_ = false;
+  std::vector<P2PLink*> links_;  // by peer; null: not looked at
+
+  Result progress(bool* done) override {
+    moved_ = false;
+    *done = done_;
+    if (done_) return tsrSuccess;
+    if (failed_ != tsrSuccess) return failed_;
+    if (!e_->myTurn(seq_)) {
+      EngineImpl::busy(&idle_);
+      return tsrSuccess;
+    }
+    const int n = static_cast<int>(links_.size());
+    for (int k = 0; k < n; ++k) {
+      const int p = any_ ? (e_->probeFrom_ + k) % n : k;
+      P2PLink* link = links_[static_cast<size_t>(p)];
+      if (link == nullptr || link->data->received() <= link->data->consumed()) continue;
+      PieceHeader h;
+      std::memcpy(&h,
+                  static_cast<const char*>(link->inbox->data()) +
+                      static_cast<size_t>(proto::ringSlot(link->received, kP2PSlots)) * kSlotStride,
+                  sizeof h);
+      if (h.offset != 0) {
+        failed_ =
+            TSR_FAIL(tsrInternalError,
+                     "%s: rank %d found the middle of a message from rank %d (offset %llu)",
+                     describe().c_str(), e_->rank(), p, static_cast<unsigned long long>(h.offset));
+        e_->endTurn();
+        return e_->poison(failed_);
+      }
+      found_->source = p;
+      found_->bytes = static_cast<size_t>(h.messageBytes);
+      if (any_) e_->probeFrom_ = (p + 1) % n;
+      done_ = true;
+      markMoved();
+      e_->endTurn();
+      *done = true;
+      return tsrSuccess;
+    }
+    Result r = e_->idle(&idle_, *this);
+    if (r != tsrSuccess) {
+      failed_ = r;
+      e_->endTurn();
+      return e_->poison(r);
+    }
+    return tsrSuccess;
+  }
+
+  std::string describe() const override {
+    if (!any_)
+      for (size_t p = 0; p < links_.size(); ++p)
+        if (links_[p] != nullptr) return strprintf("probe for a message from rank %zu", p);
+    return "probe for a message from any rank";
+  }
+
+  // A probe of one peer needs it; one of any source fails only once every linked peer is gone
+  // (a peer that finished its part may leave while another still has something to send).
+  Result checkPeers() const override {
+    Result last = tsrSuccess;
+    for (const P2PLink* link : links_) {
+      if (link == nullptr) continue;
+      Result r = link->connection->peerStatus();
+      if (r == tsrSuccess) return tsrSuccess;
+      last = r;
+    }
+    return last;
+  }
+
+  bool parkWords(ParkSet* set) const override {
+    if (done_ || failed_ != tsrSuccess || !e_->myTurn(seq_)) return true;
+    for (const P2PLink* link : links_)
+      if (link != nullptr && !link->data->addParkWord(set)) return false;
+    return true;
+  }
+
+  const std::vector<int>* dumpPeers() const override { return e_->peerPids(); }
+  std::string blocked() const override {
+    std::string head = strprintf("%s: rank %d ", describe().c_str(), e_->rank());
+    if (!e_->myTurn(seq_))
+      return head + strprintf("waits for its earlier operation %llu to finish",
+                              static_cast<unsigned long long>(e_->running()));
+    std::string ranks;
+    for (size_t p = 0; p < links_.size(); ++p)
+      if (links_[p] != nullptr) ranks += (ranks.empty() ? "" : ", ") + std::to_string(p);
+    return head + "waits for a message from rank(s) " + ranks;
+  }
+
+ private:
+  EngineImpl* e_;
+  CollectiveEngine::Probe* found_;
+  uint64_t seq_;
+  bool done_ = false;
+  Result failed_ = tsrSuccess;
+  IdleState idle_;
+};
+
 }  // namespace
+
+Result EngineImpl::startProbe(int peer, Probe* found, std::unique_ptr<Operation>* out) {
+  TSR_CHECK(alive());
+  std::vector<P2PLink*> links(static_cast<size_t>(nranks_), nullptr);
+  if (peer != kAnySource) {
+    Result r = p2pLink(peer, &links[static_cast<size_t>(peer)]);
+    if (r != tsrSuccess) return poison(r);  // as startP2P: a half-made link is not reused
+  } else {
+    int linked = 0;
+    for (int p = 0; p < nranks_; ++p) {
+      if (p == rank_ || p2p_[static_cast<size_t>(p)] == nullptr) continue;
+      links[static_cast<size_t>(p)] = p2p_[static_cast<size_t>(p)].get();
+      ++linked;
+    }
+    if (linked == 0)  // nothing could ever arrive: a sentence now, not a wait for the deadline
+      return TSR_FAIL(tsrInvalidUsage,
+                      "tsrProbe: rank %d probes for a message from any rank but has exchanged "
+                      "no message with any rank yet (a pair's first send or receive sets up its "
+                      "link, both ranks taking part)",
+                      rank_);
+  }
+  // The turn is taken only now: an operation that is never run must not hold up later ones.
+  auto op = std::make_unique<ProbeOperation>(this, found);
+  op->links_ = std::move(links);
+  op->any_ = peer == kAnySource;
+  *out = std::move(op);
+  return tsrSuccess;
+}
 
 Result EngineImpl::startP2P(const std::vector<P2PCall>& calls, std::unique_ptr<Operation>* out) {
   TSR_CHECK(alive());

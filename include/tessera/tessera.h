@@ -276,6 +276,17 @@ TSR_API tsrResult_t tsrSend(const void* sendbuff, size_t count, tsrDataType_t da
                             tsrComm_t comm, tsrStream_t stream);
 TSR_API tsrResult_t tsrRecv(void* recvbuff, size_t count, tsrDataType_t datatype, int peer,
                             tsrComm_t comm, tsrStream_t stream);
+/* tsrProbe's peer for a message from any rank (MPI_ANY_SOURCE). */
+#define TSR_ANY_SOURCE (-1)
+/* Like MPI_Probe: waits (within the communicator's deadline, as tsrRecv) until the next message
+ * that `peer` (or, with TSR_ANY_SOURCE, any other rank) sent this rank with tsrSend on host
+ * buffers has arrived, and gives its sender and size in bytes without receiving it: the next
+ * tsrRecv from *source receives it. With TSR_ANY_SOURCE, ranks are tried in turn from the one
+ * after the last source found, so a busy sender cannot starve the others, and only ranks this
+ * rank has already exchanged a message with (in either direction) are looked at: the first send
+ * or receive between two ranks sets up their link, both taking part. Outside a group only; not on
+ * the device path (sends of device buffers travel on the device executor's own links). */
+TSR_API tsrResult_t tsrProbe(int peer, tsrComm_t comm, int* source, size_t* bytes);
 
 /* Groups: calls between tsrGroupStart and tsrGroupEnd (per thread, nestable) are queued and
  * issued together at the outermost tsrGroupEnd; sends and receives inside a group, in any order,

@@ -87,6 +87,8 @@ class TSR_API Communicator {
                         tsrDataType_t datatype, tsrStream_t stream = nullptr);
   tsrResult_t send(const void* sendbuff, size_t count, tsrDataType_t datatype, int peer,
                    tsrStream_t stream = nullptr);
+  // tsrProbe: the next host message from peer (TSR_ANY_SOURCE: any linked rank), not received.
+  tsrResult_t probe(int peer, int* source, size_t* bytes);
   tsrResult_t recv(void* recvbuff, size_t count, tsrDataType_t datatype, int peer,
                    tsrStream_t stream = nullptr);
 

@@ -295,6 +295,13 @@ TSR_API tsrResult_t tsrRecv(void* recvbuff, size_t count, tsrDataType_t datatype
   });
 }
 
+TSR_API tsrResult_t tsrProbe(int peer, tsrComm_t comm, int* source, size_t* bytes) {
+  return guarded("tsrProbe", [&]() -> tsrResult_t {
+    TSR_LOOKUP_CALL(comm, "tsrProbe", c);
+    return c->probe(peer, source, bytes);
+  });
+}
+
 TSR_API tsrResult_t tsrGroupStart(void) {
   return guarded("tsrGroupStart", [&]() -> tsrResult_t { return Communicator::groupStart(); });
 }

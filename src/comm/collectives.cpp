@@ -275,6 +275,47 @@ tsrResult_t Communicator::recv(void* recvbuff, size_t count, tsrDataType_t datat
   return issueP2P(impl_, "tsrRecv", false, recvbuff, count, datatype, peer, stream);
 }
 
+tsrResult_t Communicator::probe(int peer, int* source, size_t* bytes) {
+  CommImpl& impl = *impl_;
+  ScopedRank scoped(impl.rank());
+  return guarded("tsrProbe", [&]() -> Result {
+    if (source == nullptr || bytes == nullptr)
+      return TSR_FAIL(tsrInvalidArgument, "tsrProbe: source or bytes is NULL");
+    *source = -1;
+    *bytes = 0;
+    TSR_CHECK(impl.checkReady("tsrProbe"));
+    const int n = impl.nranks();
+    if (peer != TSR_ANY_SOURCE && (peer < 0 || peer >= n))
+      return TSR_FAIL(tsrInvalidArgument,
+                      "tsrProbe: peer %d is outside [0, %d) and not TSR_ANY_SOURCE (%d)", peer, n,
+                      TSR_ANY_SOURCE);
+    if (peer == impl.rank())
+      return TSR_FAIL(tsrInvalidUsage,
+                      "tsrProbe: peer %d is this rank: a send to self is only received in its "
+                      "own group, where there is nothing to probe",
+                      peer);
+    if (inGroup())
+      return TSR_FAIL(tsrInvalidUsage,
+                      "tsrProbe: called inside a group; it waits for a message, so it cannot be "
+                      "queued (call it outside tsrGroupStart/tsrGroupEnd)");
+    CollectiveEngine::Probe found;
+    Result r = [&]() -> Result {
+      CommImpl::WorkScope work;
+      TSR_CHECK(work.enter(&impl, "tsrProbe"));
+      CollectiveEngine* engine = nullptr;
+      TSR_CHECK(impl.collectives(&engine));
+      std::unique_ptr<Operation> op;
+      TSR_CHECK(engine->startProbe(peer, &found, &op));
+      return runOperation(op.get(), impl.callTimeoutSeconds());
+    }();
+    // A fault (a dead peer, the deadline) revokes the communicator, as a failed receive would.
+    if (r != tsrSuccess) return impl.callFailed(r, "tsrProbe");
+    *source = found.source;
+    *bytes = found.bytes;
+    return tsrSuccess;
+  });
+}
+
 tsrResult_t Communicator::groupStart() { return tessera::groupStart(); }
 
 tsrResult_t Communicator::groupEnd() {

@@ -5,7 +5,7 @@ add_library(tessera_api_test_common STATIC ${CMAKE_CURRENT_LIST_DIR}/test_api_co
             ${CMAKE_CURRENT_LIST_DIR}/test_api_cases.cpp)
 target_link_libraries(tessera_api_test_common PUBLIC tessera_static tessera_test_support
                       PRIVATE tessera_warnings)
-foreach(_part allreduce reducing data large group bad_input alltoallv)
+foreach(_part allreduce reducing data large group bad_input alltoallv probe)
   tessera_unit_test(tessera_api_${_part}_test
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_api_${_part}.cpp)
   target_link_libraries(tessera_api_${_part}_test PRIVATE tessera_api_test_common)
