@@ -79,6 +79,14 @@ void TesseraBackend::setupQueue() {
       p2pComm_, rank_, size_,
       [this](int peer, int device) { return device_->pairComm(peer, device); },
       [this](int device) { return device_->stream(device); });
+  // Receive from any source needs every pair linked; a link costs 512 KiB of host memory per
+  // peer, so only groups up to TESSERA_TORCH_ANY_SOURCE_RANKS make them all now (collective:
+  // every rank of the group is in this constructor).
+  long limit = 32;
+  if (const char* v = std::getenv("TESSERA_TORCH_ANY_SOURCE_RANKS"); v != nullptr && *v != '\0')
+    limit = std::strtol(v, nullptr, 10);
+  anySource_ = size_ <= limit;
+  if (anySource_ && size_ > 1) p2p_->connectAll();
 }
 
 c10::intrusive_ptr<TesseraBackend> TesseraBackend::create(

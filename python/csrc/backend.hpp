@@ -128,6 +128,10 @@ class TesseraBackend final : public c10d::Backend {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
                                       int tag) override;
+  // dist.recv / irecv without src: the first message of `tag` from any other rank (P2P::recvAny);
+  // the Work's sourceRank() names its sender. Groups larger than TESSERA_TORCH_ANY_SOURCE_RANKS
+  // refuse it (their pairs are not all linked).
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
   void startCoalescing() override;
@@ -228,6 +232,8 @@ class TesseraBackend final : public c10d::Backend {
   // The children split() made, by group name (null: this rank is not in the group).
   std::map<std::string, c10::intrusive_ptr<TesseraBackend>> splits_;
   bool coalescing_ = false;
+  // Every pair of p2pComm_ was linked at creation (P2P::connectAll): recv from any source works.
+  bool anySource_ = false;
   std::vector<Recorded> batch_;
 };
 

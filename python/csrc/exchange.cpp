@@ -248,6 +248,34 @@ Work TesseraBackend::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag
                 tensors[0]);
 }
 
+Work TesseraBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  const char* api = "recv from any source";
+  if (tensors.size() != 1) bad(api, "takes one tensor");
+  checkTensor(tensors[0], api);
+  if (!anySource_)
+    throwResult(tsrInvalidUsage,
+                std::string(api) + ": this group has " + std::to_string(size_) +
+                    " ranks, more than TESSERA_TORCH_ANY_SOURCE_RANKS allows, so its ranks were "
+                    "not all linked when it was made (512 KiB of host memory per peer); name the "
+                    "source, or raise that setting for every rank");
+  if (coalescing_)
+    throwResult(tsrInvalidUsage, std::string(api) +
+                                     " cannot be part of a coalesced batch (batch_isend_irecv "
+                                     "needs a source for each receive)");
+  at::Tensor d = densify(tensors[0]);
+  auto source = std::make_shared<std::atomic<int>>(-1);
+  Steps s;
+  s.issue = [this, d, tag, source] {
+    source->store(p2p_->recvAny(d, tag), std::memory_order_release);
+  };
+  if (!d.is_same(tensors[0])) s.finish = copyBack({{tensors[0], d}});
+  s.tensors = {d, tensors[0]};
+  auto work = submit(c10d::OpType::RECVANYSOURCE, "tessera:recv_anysource", tensors,
+                     /*async=*/true, std::move(s), tensors[0]);
+  static_cast<TesseraWork*>(work.get())->source = source;
+  return work;
+}
+
 Work TesseraBackend::barrier(const c10d::BarrierOptions& opts) {
   // A one-byte all-reduce on the host, after the group's device streams ran what they hold (so
   // device calls made before the barrier are done when it returns, as with ProcessGroupNCCL).

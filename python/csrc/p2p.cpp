@@ -94,7 +94,7 @@ void P2P::run(std::vector<P2POp>& ops) {
   for (P2POp& op : ops) {
     if (op.isSend && op.peer == rank_) {
       // To self: kept here, as if it had arrived (a copy: the sender may reuse its tensor).
-      stash_[static_cast<size_t>(rank_)].push_back({op.tag, bytesOf(op.tensor).clone()});
+      keep(rank_, op.tag, bytesOf(op.tensor).clone());
       continue;
     }
     if (op.isSend)
@@ -209,7 +209,7 @@ void P2P::run(std::vector<P2POp>& ops) {
       g.end();
     }
     for (Incoming& in : incoming)
-      if (in.stashed) stash_[static_cast<size_t>(in.peer)].push_back({in.header.tag, in.dst});
+      if (in.stashed) keep(in.peer, in.header.tag, in.dst);
     // A receive whose tag arrived with another size fails (the message stays kept).
     for (const Want& w : wants) {
       if (w.done) continue;
@@ -237,6 +237,103 @@ void P2P::run(std::vector<P2POp>& ops) {
         check(tsrRecv(&heads[p], sizeof(Header), tsrUint8, static_cast<int>(p), comm_, nullptr),
               "tsrRecv");
     g.end();
+  }
+}
+
+void P2P::connectAll() {
+  std::vector<uint8_t> out(static_cast<size_t>(nranks_), 1), in(static_cast<size_t>(nranks_), 0);
+  TsrGroup g;
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    check(tsrSend(&out[static_cast<size_t>(p)], 1, tsrUint8, p, comm_, nullptr), "tsrSend");
+    check(tsrRecv(&in[static_cast<size_t>(p)], 1, tsrUint8, p, comm_, nullptr), "tsrRecv");
+  }
+  g.end();
+}
+
+int P2P::recvAny(const at::Tensor& dst, int tag) {
+  const size_t want = tensorBytes(dst);
+  auto sizeError = [&](int peer, uint64_t bytes, bool device) {
+    throwResult(tsrInvalidUsage, where(rank_, peer, tag) + " has " + std::to_string(bytes) +
+                                     (device ? " CUDA" : " host") +
+                                     " bytes but the receive from any source expects " +
+                                     std::to_string(want) + (dst.is_cuda() ? " CUDA" : " host") +
+                                     " bytes (" + dtypeName(dst.scalar_type()) + ", " +
+                                     std::to_string(dst.numel()) + " elements)");
+  };
+  // A message of the tag kept earlier: of each other rank's first one, the earliest to arrive.
+  int from = -1;
+  std::deque<Stashed>::iterator hit;
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_) continue;
+    auto& kept = stash_[static_cast<size_t>(p)];
+    for (auto it = kept.begin(); it != kept.end(); ++it) {
+      if (it->tag != tag) continue;
+      if (from < 0 || it->arrival < hit->arrival) {
+        from = p;
+        hit = it;
+      }
+      break;
+    }
+  }
+  if (from >= 0) {
+    if (static_cast<size_t>(hit->data.numel()) != want || hit->data.is_cuda() != dst.is_cuda())
+      sizeError(from, static_cast<uint64_t>(hit->data.numel()), hit->data.is_cuda());
+    bytesOf(dst).copy_(hit->data);
+    stash_[static_cast<size_t>(from)].erase(hit);
+    return from;
+  }
+  const at::TensorOptions hostOptions = at::TensorOptions().dtype(at::kByte);
+  std::vector<Want> none;
+  for (;;) {
+    // The next burst of whichever rank's has arrived, read whole.
+    int source = -1;
+    size_t bytes = 0;
+    check(tsrProbe(TSR_ANY_SOURCE, comm_, &source, &bytes), "tsrProbe");
+    if (source < 0 || source >= nranks_ || source == rank_ || bytes != sizeof(Header))
+      throwResult(tsrInternalError, "rank " + std::to_string(rank_) +
+                                        ": tsrProbe names a message of " + std::to_string(bytes) +
+                                        " bytes from rank " + std::to_string(source) +
+                                        " where a message header was due");
+    Header head;
+    check(tsrRecv(&head, sizeof head, tsrUint8, source, comm_, nullptr), "tsrRecv");
+    if (head.burst == 0)
+      throwResult(tsrInternalError, "rank " + std::to_string(rank_) +
+                                        ": a message header from rank " + std::to_string(source) +
+                                        " says its burst is empty");
+    std::vector<Header> rest(head.burst - 1);
+    if (!rest.empty())
+      check(tsrRecv(rest.data(), rest.size() * sizeof(Header), tsrUint8, source, comm_, nullptr),
+            "tsrRecv");
+    std::vector<Incoming> incoming;
+    bool matched = false, misfit = false;
+    Header misfitHead{};
+    for (size_t i = 0; i <= rest.size(); ++i) {
+      Incoming in;
+      in.header = i == 0 ? head : rest[i - 1];
+      in.peer = source;
+      if (!matched && !misfit && in.header.tag == tag) {
+        if (in.header.bytes == want && (in.header.device != 0) == dst.is_cuda()) {
+          in.dst = dst;
+          matched = true;
+          incoming.push_back(std::move(in));
+          continue;
+        }
+        misfit = true;  // kept (as torch's recv from that rank would find it), then refused
+        misfitHead = in.header;
+      }
+      assign(&in, none, hostOptions);  // no receive open: kept
+      incoming.push_back(std::move(in));
+    }
+    {
+      TsrGroup g;
+      for (const Incoming& in : incoming) recvPayload(in);
+      g.end();
+    }
+    for (Incoming& in : incoming)
+      if (in.stashed) keep(in.peer, in.header.tag, in.dst);
+    if (misfit) sizeError(source, misfitHead.bytes, misfitHead.device != 0);
+    if (matched) return source;
   }
 }
 

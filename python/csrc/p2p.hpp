@@ -17,6 +17,12 @@
 // order like every call of the group: as with NCCL, two ranks that each send the other a large
 // message before receiving wait for each other (use batch_isend_irecv); small ones (tessera's
 // eager slots: 8 of 64 KiB per pair) go through.
+//
+// Receive from any source (dist.recv without src): a message of the tag kept earlier from any
+// other rank (the one that arrived first), else tsrProbe(TSR_ANY_SOURCE) names the rank whose
+// next burst has arrived, that burst is read whole (its other messages kept), and so on until a
+// message of the tag comes. tsrProbe sees only pairs whose link exists, so a group that allows it
+// links every pair when it is made (connectAll).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -48,6 +54,12 @@ class P2P {
   // (host: in the peer's slots or received; device: enqueued) and every receive is in place
   // (device: enqueued). Throws with a sentence naming the peer, the tag and the sizes.
   void run(std::vector<P2POp>& ops);
+  // Receives into `dst` the first message of `tag` from any other rank (see the file comment);
+  // returns its sender. Needs connectAll first.
+  int recvAny(const at::Tensor& dst, int tag);
+  // Collective over the communicator: one byte each way between every pair, which sets up every
+  // pair's link (before any message of the wire format above).
+  void connectAll();
 
  private:
   struct Header {
@@ -66,7 +78,8 @@ class P2P {
   };
   struct Stashed {
     int64_t tag;
-    at::Tensor data;  // uint8, the payload's bytes
+    at::Tensor data;   // uint8, the payload's bytes
+    uint64_t arrival;  // this rank's count of messages kept so far (the order across peers)
   };
   struct Want {  // a receive not yet matched
     P2POp* op;
@@ -86,6 +99,10 @@ class P2P {
   std::function<tsrComm_t(int, int)> deviceComm_;
   std::function<void*(int)> stream_;
   std::vector<std::deque<Stashed>> stash_;  // by peer, in arrival order
+  uint64_t arrivals_ = 0;
+  void keep(int peer, int64_t tag, at::Tensor data) {
+    stash_[static_cast<size_t>(peer)].push_back({tag, std::move(data), arrivals_++});
+  }
 };
 
 }  // namespace tessera_torch

@@ -104,6 +104,16 @@ bool TesseraWork::wait(std::chrono::milliseconds timeout) {
 
 void TesseraWork::synchronize() { wait(kNoTimeout); }
 
+int TesseraWork::sourceRank() const {
+  const int s = source ? source->load(std::memory_order_acquire) : -1;
+  if (s < 0)
+    C10_THROW_ERROR(ValueError, std::string("tessera: sourceRank() is for a receive from any "
+                                            "source that completed; this is ") +
+                                    (source ? "one not completed (wait() first)"
+                                            : c10d::opTypeToString(opType_) + " call"));
+  return s;
+}
+
 c10::intrusive_ptr<c10::ivalue::Future> TesseraWork::getFuture() {
   c10::intrusive_ptr<c10::ivalue::Future> f, mark;
   std::exception_ptr error;

@@ -16,6 +16,7 @@
 
 #include <ATen/core/ivalue.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -59,6 +60,11 @@ class TesseraWork : public c10d::Work {
   std::function<void()> deviceBlock;
   // Works completed together with this one (the calls of a coalesced batch).
   std::vector<c10::intrusive_ptr<TesseraWork>> linked;
+  // A receive from any source: where its job writes the sender (read by sourceRank once done).
+  std::shared_ptr<std::atomic<int>> source;
+  // The sender of a receive from any source (c10d's Work::sourceRank; torch's dist.recv without
+  // src returns it); raises for other calls and before the receive completed.
+  int sourceRank() const override;
 
   // By whoever ran the job: marks it done (error: the exception to raise) and completes the future
   // (device calls: their job completed it already, with the call's stream current).

@@ -263,6 +263,11 @@ constexpr EnvVarInfo kRegistry[] = {
      "differs raises naming both ranks' calls instead of computing garbage or waiting for the "
      "deadline",
      nullptr, 0, 0, nullptr},
+    {"TESSERA_TORCH_ANY_SOURCE_RANKS", EnvType::kInt, "32",
+     "tessera_torch: process groups of up to this many ranks link every pair of ranks for sends "
+     "and receives when they are made (512 KiB of host memory per peer), which dist.recv / irecv "
+     "without a source needs; larger groups refuse those with a sentence; 0: never",
+     nullptr, 0, 1 << 30, nullptr},
     {"TESSERA_BUILD_DIR", EnvType::kString, "",
      "python/setup.py (pip install ./python): the tessera build folder whose libtessera.so and "
      "headers tessera_torch builds against; default: CMAKE_PREFIX_PATH, then the checkout's "

@@ -1,5 +1,6 @@
 """The backend as torch.distributed uses it: init methods and registration, subgroups and splits,
-async ordering and futures, send/recv with tags, coalescing, non-contiguous tensors, errors."""
+async ordering and futures, send/recv with tags, receive from any source (against Gloo),
+coalescing, non-contiguous tensors, errors."""
 
 import os
 import subprocess
@@ -286,6 +287,113 @@ def _p2p_worker(rank, world):
 @pytest.mark.parametrize("world", [2, 4])
 def test_send_recv_tags(world):
     assert run_ranks(_p2p_worker, world, timeout=180) == [True] * world
+
+
+# ---- receive from any source ------------------------------------------------------------------
+
+
+def _any_source_scenario(dist, g, rank, world):
+    """dist.recv / irecv without src on group g (every rank of the world, so group and global
+    ranks agree); rank 0 receives. Returns what rank 0 saw, as (source, values) pairs."""
+    seen = []
+    # Tags that name their sender: received in the reverse of the senders' order.
+    if rank != 0:
+        dist.send(torch.full((rank + 1,), rank * 10.0), dst=0, tag=100 + rank, group=g)
+    else:
+        for r in reversed(range(1, world)):
+            t = torch.zeros(r + 1)
+            seen.append((dist.recv(t, tag=100 + r, group=g), t.tolist()))
+    # One tag from every other rank: each message once, whatever the order (sorted here).
+    if rank != 0:
+        dist.send(torch.tensor([float(rank)]), dst=0, tag=5, group=g)
+    else:
+        got = []
+        for _ in range(world - 1):
+            t = torch.zeros(1)
+            got.append((dist.recv(t, tag=5, group=g), t.tolist()))
+        seen += sorted(got)
+    # Several messages of one sender and tag: in the order sent.
+    if rank == 1:
+        for i in range(3):
+            dist.send(torch.tensor([i + 0.5], dtype=torch.float64), dst=0, tag=6, group=g)
+    elif rank == 0:
+        for _ in range(3):
+            t = torch.zeros(1, dtype=torch.float64)
+            seen.append((dist.recv(t, tag=6, group=g), t.tolist()))
+    # A message of another tag that arrives first is kept for its own receive (isend: Gloo's send
+    # waits for its receive).
+    if rank == world - 1:
+        works = [dist.isend(torch.tensor([8.0, 8.0]), dst=0, tag=8, group=g),
+                 dist.isend(torch.arange(3, dtype=torch.int32), dst=0, tag=9, group=g)]
+        for w in works:
+            w.wait()
+    elif rank == 0:
+        nine = torch.zeros(3, dtype=torch.int32)
+        seen.append((dist.recv(nine, tag=9, group=g), nine.tolist()))
+        eight = torch.zeros(2)
+        seen.append((dist.recv(eight, tag=8, group=g), eight.tolist()))
+    # irecv without src, and the Work's source rank.
+    if rank == world - 1:
+        dist.send(torch.tensor([7.0]), dst=0, tag=7, group=g)
+    elif rank == 0:
+        t = torch.zeros(1)
+        w = dist.irecv(t, tag=7, group=g)
+        w.wait()
+        seen.append((w._source_rank(), t.tolist()))
+    dist.barrier(group=g)
+    return seen
+
+
+def _any_source_worker(rank, world):
+    dist = init(timeout_s=60)
+    gloo = dist.new_group(backend="gloo")
+    mine = _any_source_scenario(dist, None, rank, world)
+    ref = _any_source_scenario(dist, gloo, rank, world)
+    assert mine == ref, f"tessera {mine} != gloo {ref}"
+    if rank == 0:
+        assert len(mine) == (world - 1) * 2 + 3 + 2 + 1, mine
+        assert all(src != 0 for src, _ in mine), mine
+    # A message whose size differs from the receive's: both sizes named, the message kept for a
+    # receive that fits, the group still usable.
+    if rank == 1:
+        dist.send(torch.zeros(4), dst=0, tag=12)
+    elif rank == 0:
+        with pytest.raises(ValueError, match="has 16 host bytes but the receive from any source "
+                                             "expects 12"):
+            dist.recv(torch.zeros(3), tag=12)
+        kept = torch.ones(4)
+        assert dist.recv(kept, tag=12) == 1
+        assert kept.tolist() == [0.0] * 4, kept
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    assert t.tolist() == [float(world)] * 2, t
+    dist.destroy_process_group()
+    return True
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_recv_any_source_as_gloo(world):
+    assert run_ranks(_any_source_worker, world, timeout=180) == [True] * world
+
+
+def _any_source_refused_worker(rank, world):
+    dist = init(timeout_s=30)
+    if rank == 0:
+        with pytest.raises(ValueError, match="more than TESSERA_TORCH_ANY_SOURCE_RANKS allows"):
+            dist.recv(torch.zeros(1))
+    # The group works otherwise: a receive that names its source.
+    if rank == 1:
+        dist.send(torch.tensor([3.0]), dst=0)
+    elif rank == 0:
+        t = torch.zeros(1)
+        assert dist.recv(t, src=1) == 1 and t.item() == 3.0
+    dist.destroy_process_group()
+    return True
+
+
+def test_recv_any_source_refused_beyond_the_limit():
+    env = {"TESSERA_TORCH_ANY_SOURCE_RANKS": "1"}
+    assert run_ranks(_any_source_refused_worker, 2, timeout=120, env=env) == [True, True]
 
 
 # ---- tensors as torch hands them ------------------------------------------------------------
