@@ -14,7 +14,9 @@
 // workers w with w % nctas == cta), the CTAs meet at a grid barrier, and CTA 0's leader completes
 // the item: stores item.doneValue into *item.doneWord (release; the caller's stream waits for it
 // with cuStreamWaitValue32, or a host thread polls it) and advances `consumed`, which frees the
-// slot. Items of one queue therefore complete in order.
+// slot. Items of one queue therefore complete in order. A slot is freed only once no CTA can still
+// read it: after the barrier, or, on a dead queue (no barrier), once every other CTA has left
+// (GridSync::gone), which each does before it reads another slot.
 //
 // Failure. The first failure (a wait past its deadline, the abort flag, a failed proxy channel, a
 // refused range) is recorded once in the ErrorRecord, and from then on the queue is dead: every
@@ -131,6 +133,11 @@ struct ErrorRecord {
 struct GridSync {
   uint64_t count;
   uint64_t generation;
+  // CTAs other than 0 that left the loop without a stop item (a dead queue, the stop flag). CTA 0
+  // frees the slot of an item the CTAs did not meet on (a dead queue) only once every other CTA
+  // has left: a CTA still in the loop could be reading that slot while a poster rewrites it. Only
+  // grows; a queue that failed or was stopped is not run again with a healthy item after it.
+  uint64_t gone;
 };
 
 // Everything a poster and the executing side share; a POD copied into kernels. Where each word
@@ -283,6 +290,19 @@ TSR_INLINE bool gridBarrier(const WorkQueueHandle& q, const Group& g, uint32_t n
 
 // ---- the scheduler ----
 
+// CTA 0's leader, before it frees the slot of an item of a dead queue: waits until every other CTA
+// has left the loop (GridSync::gone), which each does at its next slot once it sees the failure:
+// its waits and barriers give up on the record, so this is short. Bounded all the same (twice the
+// deadline, as the barrier): past it the slot is freed, the failure being recorded long before.
+TSR_INLINE void waitOthersGone(const WorkQueueHandle& q, uint32_t nctas) {
+  if (nctas <= 1) return;
+  const uint64_t start = device::clockNs();
+  for (uint32_t iter = 0; device::loadAcquire(&q.grid->gone) < nctas - 1; ++iter) {
+    if ((iter & 63) == 0 && device::clockNs() - start > 2 * q.timeoutNs) return;
+    device::backoff(iter);
+  }
+}
+
 // Runner interface:
 //   bool runItem(const WorkItem& item, const Group& g, uint32_t cta, uint32_t nctas)
 // runs this CTA's share of the item, every thread of the CTA calling it; returns false (in every
@@ -304,9 +324,8 @@ TSR_INLINE uint64_t runScheduler(const WorkQueueHandle& q, const Group& g, uint3
           leave = device::loadAcquire(&slot->ready) == seq + 1 ? 0 : 1;
           break;
         }
-        // CTA 0 completed this item without us, which it does only on a dead queue: the slot may
-        // already hold a later round's item (ready != seq + 1 forever). CTA 0 completes the rest.
-        if ((iter & 63) == 0 && device::loadAcquire(q.consumed) > seq) {
+        // A dead queue: CTA 0 completes the rest alone (see the next comment).
+        if ((iter & 63) == 0 && cta != 0 && queueFailed(q)) {
           leave = 1;
           break;
         }
@@ -315,18 +334,29 @@ TSR_INLINE uint64_t runScheduler(const WorkQueueHandle& q, const Group& g, uint3
         device::backoff(iter);
       }
     }
-    if (g.broadcast(leave) != 0) return seq;
+    // A CTA other than 0 does not read a slot of a dead queue: CTA 0 completes the items alone,
+    // without the barrier that otherwise keeps a slot from being freed (and rewritten by a poster)
+    // while a CTA still reads it; instead CTA 0 frees such slots only after every other CTA has
+    // counted itself gone here.
+    if (g.leader() && leave == 0 && cta != 0 && queueFailed(q)) leave = 1;
+    if (g.broadcast(leave) != 0) {
+      if (cta != 0 && g.leader()) (void)device::fetchAddRelease(&q.grid->gone, 1);
+      return seq;
+    }
     g.sync();
     const WorkItem item = *slot;  // every thread reads the published slot
     if (item.kind == kItemStop) {
       // Every CTA has read the stop before CTA 0 frees its slot (else a lagging CTA could read the
       // next round's item there, or wait forever for a ready value that was overwritten).
+      bool met = false;
       if (!g.broadcast(g.leader() && queueFailed(q)))
-        (void)gridBarrier(q, g, nctas, seq, item.callNo, static_cast<int32_t>(cta));
+        met = gridBarrier(q, g, nctas, seq, item.callNo, static_cast<int32_t>(cta));
       if (cta == 0 && g.leader()) {
         if (item.doneWord != nullptr) storeRelease32(item.doneWord, item.doneValue);
+        if (!met) waitOthersGone(q, nctas);
         device::storeRelease(q.consumed, seq + 1);
       }
+      if (cta != 0 && !met && g.leader()) (void)device::fetchAddRelease(&q.grid->gone, 1);
       return seq + 1;
     }
     bool ok = !g.broadcast(g.leader() && queueFailed(q));
@@ -339,6 +369,7 @@ TSR_INLINE uint64_t runScheduler(const WorkQueueHandle& q, const Group& g, uint3
                   seq, item.callNo, static_cast<int32_t>(cta), -1, -1, -1);
     if (cta == 0 && g.leader()) {
       if (item.doneWord != nullptr) storeRelease32(item.doneWord, item.doneValue);
+      if (!ok) waitOthersGone(q, nctas);  // not met at the barrier: a dead queue
       device::storeRelease(q.consumed, seq + 1);
     }
     g.sync();
