@@ -94,8 +94,10 @@ std::string measurePair(TransportContext& ctx, TransportKind kind, LinkFigures* 
   addrs[me] = reinterpret_cast<uintptr_t>(plain.data());
   if (ctx.bootstrap().allGather(addrs, sizeof(uint64_t)) != tsrSuccess) return lastErrorMessage();
   std::string why;
-  out->cross = conn->crossMemory(&why) && kind != TransportKind::kInproc;
-  if (me == 0 && out->cross) {
+  // Both ranks ask (a thread pair shares `out`): only rank 0 writes the figures.
+  const bool cross = conn->crossMemory(&why) && kind != TransportKind::kInproc;
+  if (me == 0) out->cross = cross;
+  if (me == 0 && cross) {
     std::vector<char> got(kCross);
     t0 = Clock::now();
     for (int i = 0; i < 1000; ++i)
