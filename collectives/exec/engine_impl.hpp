@@ -422,6 +422,48 @@ class EngineImpl final : public CollectiveEngine {
                                   BoundPlan*, bool, std::unique_ptr<Operation>*);
 };
 
+// An operation that runs in the engine's issue order, whole, in its turn: send/recv groups, probes,
+// host LL calls. It takes its turn number when made.
+class TurnOperation : public ExecOperation {
+ protected:
+  explicit TurnOperation(EngineImpl* e) : e_(e), seq_(e->takeTurn()) {}
+
+  // The head of progress(): true when it is this operation's turn to run. Otherwise it has nothing
+  // to do now and progress() returns *result: it is done, it failed, or an earlier operation
+  // still runs (which has its own deadline, so this one's idle time does not count).
+  bool inTurn(bool* done, Result* result) {
+    moved_ = false;
+    *done = done_;
+    *result = done_ ? tsrSuccess : failed_;
+    if (done_ || failed_ != tsrSuccess) return false;
+    if (!e_->myTurn(seq_)) {
+      EngineImpl::busy(&idle_);
+      return false;
+    }
+    return true;
+  }
+  // Fails the operation in its turn: the turn ends and the engine is poisoned.
+  Result failInTurn(Result code) {
+    failed_ = code;
+    e_->endTurn();
+    return e_->poison(code);
+  }
+  // Whether it runs and waits now, in its turn (parkWords: only then has it words to give).
+  bool waitingInTurn() const { return !done_ && failed_ == tsrSuccess && e_->myTurn(seq_); }
+  // blocked()'s sentence when an earlier operation still runs, or "" in this operation's turn.
+  std::string waitsForEarlier(const std::string& head) const {
+    if (e_->myTurn(seq_)) return std::string();
+    return head + strprintf("waits for its earlier operation %llu to finish",
+                            static_cast<unsigned long long>(e_->running()));
+  }
+
+  EngineImpl* e_;
+  uint64_t seq_;
+  bool done_ = false;
+  Result failed_ = tsrSuccess;
+  IdleState idle_;
+};
+
 // host_executor.cpp: the operation that runs a collective (`plain` without zero-copy, `zeroCopy`
 // when the handshake finds every rank registered, or every rank a thread of one process; `cross`
 // when it finds every rank able to attach to its peers' memory and the tuner prefers that to

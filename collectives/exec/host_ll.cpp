@@ -42,12 +42,12 @@ size_t linesFor(size_t bytes) { return std::max<size_t>(1, (bytes + kPayload - 1
 
 uint64_t* flagOf(char* line) { return reinterpret_cast<uint64_t*>(line + kPayload); }
 
-class LLOperation final : public ExecOperation, public Recycled<LLOperation, 4> {
+class LLOperation final : public TurnOperation, public Recycled<LLOperation, 4> {
  public:
   using Recycled<LLOperation, 4>::operator new;
   using Recycled<LLOperation, 4>::operator delete;
   LLOperation(EngineImpl* e, const CollCall& call, uint64_t callNo)
-      : e_(e), call_(call), callNo_(callNo), seq_(e->takeTurn()) {
+      : TurnOperation(e), call_(call), callNo_(callNo) {
     const size_t elem = dtypeSize(call.dtype);
     // Bytes each rank sends each peer (and receives from each).
     block_ = call.count * elem;
@@ -60,14 +60,7 @@ class LLOperation final : public ExecOperation, public Recycled<LLOperation, 4> 
   }
 
   Result progress(bool* done) override {
-    moved_ = false;
-    *done = done_;
-    if (done_) return tsrSuccess;
-    if (failed_ != tsrSuccess) return failed_;
-    if (!e_->myTurn(seq_)) {
-      EngineImpl::busy(&idle_);
-      return tsrSuccess;
-    }
+    if (Result r; !inTurn(done, &r)) return r;
     HostLL& ll = e_->hostLL();
     if (!sent_) {
       llSeq_ = ++ll.calls;
@@ -91,12 +84,10 @@ class LLOperation final : public ExecOperation, public Recycled<LLOperation, 4> 
         EngineImpl::busy(&idle_);
         return tsrSuccess;
       }
-      Result r = e_->idle(&idle_, *this);
-      if (r != tsrSuccess) return fail(r);
+      if (Result r = e_->idle(&idle_, *this); r != tsrSuccess) return failInTurn(r);
       return tsrSuccess;
     }
-    Result r = finish(ll);
-    if (r != tsrSuccess) return fail(r);
+    if (Result r = finish(ll); r != tsrSuccess) return failInTurn(r);
     done_ = true;
     e_->endTurn();
     *done = true;
@@ -112,9 +103,7 @@ class LLOperation final : public ExecOperation, public Recycled<LLOperation, 4> 
   const std::vector<int>* dumpPeers() const override { return e_->peerPids(); }
   std::string blocked() const override {
     std::string head = describe() + strprintf(": rank %d ", rank_);
-    if (!e_->myTurn(seq_))
-      return head + strprintf("waits for its earlier operation %llu to finish",
-                              static_cast<unsigned long long>(e_->running()));
+    if (std::string earlier = waitsForEarlier(head); !earlier.empty()) return earlier;
     std::string who;
     for (int q = 0; q < n_; ++q)
       if (q != rank_ && !got_[q])
@@ -132,7 +121,7 @@ class LLOperation final : public ExecOperation, public Recycled<LLOperation, 4> 
   }
 
   bool parkWords(ParkSet* set) const override {
-    if (done_ || failed_ != tsrSuccess || !e_->myTurn(seq_) || !sent_) return true;
+    if (!waitingInTurn() || !sent_) return true;
     const HostLL& ll = e_->hostLL();
     for (int q = 0; q < n_; ++q) {
       if (q != rank_ && !got_[q] && !ll.peers[static_cast<size_t>(q)].doorbell->addParkWord(set))
@@ -215,25 +204,14 @@ class LLOperation final : public ExecOperation, public Recycled<LLOperation, 4> 
     return tsrSuccess;
   }
 
-  Result fail(Result r) {
-    failed_ = r;
-    if (e_->myTurn(seq_)) e_->endTurn();
-    return e_->poison(r);
-  }
-
-  EngineImpl* e_;
   CollCall call_;
   uint64_t callNo_;
-  uint64_t seq_;
   uint64_t llSeq_ = 0;
   size_t block_ = 0;
   int n_ = 1, rank_ = 0;
   bool sent_ = false;
-  bool done_ = false;
-  Result failed_ = tsrSuccess;
   uint8_t got_[kHostLLMaxRanks] = {};
   size_t seen_[kHostLLMaxRanks] = {};  // lines of each peer's message found so far
-  IdleState idle_;
 };
 
 }  // namespace

@@ -36,9 +36,9 @@ struct Transfer {
   bool finished() const { return any && done == bytes; }
 };
 
-class P2POperation final : public ExecOperation {
+class P2POperation final : public TurnOperation {
  public:
-  P2POperation(EngineImpl* e, uint64_t groupNo) : e_(e), groupNo_(groupNo), seq_(e->takeTurn()) {
+  P2POperation(EngineImpl* e, uint64_t groupNo) : TurnOperation(e), groupNo_(groupNo) {
     sends_.resize(static_cast<size_t>(e->nranks()));
     recvs_.resize(static_cast<size_t>(e->nranks()));
     sendAt_.assign(static_cast<size_t>(e->nranks()), 0);
@@ -55,14 +55,7 @@ class P2POperation final : public ExecOperation {
   std::vector<P2PLink*> links_;                       // by peer; null when unused
 
   Result progress(bool* done) override {
-    moved_ = false;
-    *done = done_;
-    if (done_) return tsrSuccess;
-    if (failed_ != tsrSuccess) return failed_;
-    if (!e_->myTurn(seq_)) {
-      EngineImpl::busy(&idle_);  // the operation ahead has its own deadline
-      return tsrSuccess;
-    }
+    if (Result r; !inTurn(done, &r)) return r;
     if (!selfDone_) {
       for (auto& [s, r] : self_) hostCopyBytes(r.dst, nullptr, s.src, s.bytes);
       selfDone_ = true;
@@ -71,21 +64,11 @@ class P2POperation final : public ExecOperation {
     for (;;) {
       bool any = false, all = true;
       for (size_t p = 0; p < sends_.size(); ++p) {
-        Result r = pump(p, &any, &all);
-        if (r != tsrSuccess) {
-          failed_ = r;
-          e_->endTurn();
-          return e_->poison(r);
-        }
+        if (Result r = pump(p, &any, &all); r != tsrSuccess) return failInTurn(r);
       }
       if (all) {
         if (!e_->bounce().dirty.empty()) {
-          Result r = e_->flushDirty();
-          if (r != tsrSuccess) {
-            failed_ = r;
-            e_->endTurn();
-            return e_->poison(r);
-          }
+          if (Result r = e_->flushDirty(); r != tsrSuccess) return failInTurn(r);
         }
         done_ = true;
         markMoved();
@@ -96,7 +79,9 @@ class P2POperation final : public ExecOperation {
       if (!any) break;
       markMoved();
     }
-    return moved_ ? tsrSuccess : idle();
+    if (moved_) return tsrSuccess;
+    if (Result r = e_->idle(&idle_, *this); r != tsrSuccess) return failInTurn(r);
+    return tsrSuccess;
   }
 
   std::string describe() const override {
@@ -114,7 +99,7 @@ class P2POperation final : public ExecOperation {
   }
 
   bool parkWords(ParkSet* set) const override {
-    if (done_ || failed_ != tsrSuccess || !e_->myTurn(seq_)) return true;
+    if (!waitingInTurn()) return true;
     for (size_t p = 0; p < sends_.size(); ++p) {
       const P2PLink* link = links_[p];
       if (sendAt_[p] < sends_[p].size() && !link->ack->addParkWord(set)) return false;
@@ -126,9 +111,7 @@ class P2POperation final : public ExecOperation {
   const std::vector<int>* dumpPeers() const override { return e_->peerPids(); }
   std::string blocked() const override {
     std::string head = strprintf("%s: rank %d ", describe().c_str(), e_->rank());
-    if (!e_->myTurn(seq_))
-      return head + strprintf("waits for its earlier operation %llu to finish",
-                              static_cast<unsigned long long>(e_->running()));
+    if (std::string earlier = waitsForEarlier(head); !earlier.empty()) return earlier;
     for (size_t p = 0; p < sends_.size(); ++p) {
       if (sendAt_[p] < sends_[p].size())
         return head + strprintf(
@@ -147,15 +130,6 @@ class P2POperation final : public ExecOperation {
   }
 
  private:
-  Result idle() {
-    Result r = e_->idle(&idle_, *this);
-    if (r != tsrSuccess) {
-      failed_ = r;
-      return e_->poison(r);
-    }
-    return tsrSuccess;
-  }
-
   Result pump(size_t p, bool* any, bool* all) {
     P2PLink* link = links_[p];
     // Sends: as many pieces as credits allow.
@@ -227,23 +201,17 @@ class P2POperation final : public ExecOperation {
     return tsrSuccess;
   }
 
-  EngineImpl* e_;
   uint64_t groupNo_;
-  uint64_t seq_;
-  bool done_ = false;
-  Result failed_ = tsrSuccess;
   bool selfDone_ = false;
   std::vector<size_t> sendAt_, recvAt_;
-  IdleState idle_;
 };
 
 // tsrProbe: in its turn (after this engine's earlier operations), looks at the links it names for
 // a piece that arrived and was not drained yet; the first piece of the next message (a receive
 // drains whole messages) gives its sender and size. Nothing is consumed.
-class ProbeOperation final : public ExecOperation {
+class ProbeOperation final : public TurnOperation {
  public:
-  ProbeOperation(EngineImpl* e, CollectiveEngine::Probe* found)
-      : e_(e), found_(found), seq_(e->takeTurn()) {}
+  ProbeOperation(EngineImpl* e, CollectiveEngine::Probe* found) : TurnOperation(e), found_(found) {}
   ~ProbeOperation() override {
     if (!done_ && failed_ == tsrSuccess) e_->abandoned(describe());
   }
@@ -252,14 +220,7 @@ class ProbeOperation final : public ExecOperation {
   std::vector<P2PLink*> links_;  // by peer; null: not looked at
 
   Result progress(bool* done) override {
-    moved_ = false;
-    *done = done_;
-    if (done_) return tsrSuccess;
-    if (failed_ != tsrSuccess) return failed_;
-    if (!e_->myTurn(seq_)) {
-      EngineImpl::busy(&idle_);
-      return tsrSuccess;
-    }
+    if (Result r; !inTurn(done, &r)) return r;
     const int n = static_cast<int>(links_.size());
     for (int k = 0; k < n; ++k) {
       const int p = any_ ? (e_->probeFrom_ + k) % n : k;
@@ -270,14 +231,11 @@ class ProbeOperation final : public ExecOperation {
                   static_cast<const char*>(link->inbox->data()) +
                       static_cast<size_t>(proto::ringSlot(link->received, kP2PSlots)) * kSlotStride,
                   sizeof h);
-      if (h.offset != 0) {
-        failed_ =
+      if (h.offset != 0)
+        return failInTurn(
             TSR_FAIL(tsrInternalError,
                      "%s: rank %d found the middle of a message from rank %d (offset %llu)",
-                     describe().c_str(), e_->rank(), p, static_cast<unsigned long long>(h.offset));
-        e_->endTurn();
-        return e_->poison(failed_);
-      }
+                     describe().c_str(), e_->rank(), p, static_cast<unsigned long long>(h.offset)));
       found_->source = p;
       found_->bytes = static_cast<size_t>(h.messageBytes);
       if (any_) e_->probeFrom_ = (p + 1) % n;
@@ -287,12 +245,7 @@ class ProbeOperation final : public ExecOperation {
       *done = true;
       return tsrSuccess;
     }
-    Result r = e_->idle(&idle_, *this);
-    if (r != tsrSuccess) {
-      failed_ = r;
-      e_->endTurn();
-      return e_->poison(r);
-    }
+    if (Result r = e_->idle(&idle_, *this); r != tsrSuccess) return failInTurn(r);
     return tsrSuccess;
   }
 
@@ -317,7 +270,7 @@ class ProbeOperation final : public ExecOperation {
   }
 
   bool parkWords(ParkSet* set) const override {
-    if (done_ || failed_ != tsrSuccess || !e_->myTurn(seq_)) return true;
+    if (!waitingInTurn()) return true;
     for (const P2PLink* link : links_)
       if (link != nullptr && !link->data->addParkWord(set)) return false;
     return true;
@@ -326,9 +279,7 @@ class ProbeOperation final : public ExecOperation {
   const std::vector<int>* dumpPeers() const override { return e_->peerPids(); }
   std::string blocked() const override {
     std::string head = strprintf("%s: rank %d ", describe().c_str(), e_->rank());
-    if (!e_->myTurn(seq_))
-      return head + strprintf("waits for its earlier operation %llu to finish",
-                              static_cast<unsigned long long>(e_->running()));
+    if (std::string earlier = waitsForEarlier(head); !earlier.empty()) return earlier;
     std::string ranks;
     for (size_t p = 0; p < links_.size(); ++p)
       if (links_[p] != nullptr) ranks += (ranks.empty() ? "" : ", ") + std::to_string(p);
@@ -336,12 +287,7 @@ class ProbeOperation final : public ExecOperation {
   }
 
  private:
-  EngineImpl* e_;
   CollectiveEngine::Probe* found_;
-  uint64_t seq_;
-  bool done_ = false;
-  Result failed_ = tsrSuccess;
-  IdleState idle_;
 };
 
 }  // namespace

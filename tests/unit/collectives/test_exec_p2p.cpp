@@ -3,6 +3,7 @@
 // messages of 0 bytes, of a few bytes and of several slots; threads and processes.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <random>
 
 #include "core/datatype.hpp"
@@ -128,6 +129,41 @@ TEST(ExecP2P, UnmatchedSendToSelfIsRefused) {
     TT_CHECK_OK(runP2P(*e, {P2PCall{false, 0, nullptr, &w, 1, tsrInt32},
                             P2PCall{true, 0, &v, nullptr, 1, tsrInt32}}));
     TT_CHECK(w == 1, "self receive got %d", w);
+    return std::string();
+  });
+  test::expectAllRanksOk(results);
+}
+
+// A send/recv group that fails in its turn (here a receive from a rank that never sends, at the
+// engine's deadline) hands the turn on: the group queued behind it runs instead of waiting for
+// its caller's deadline behind an operation that will never finish.
+TEST(ExecP2P, AFailedGroupHandsItsTurnOn) {
+  auto results = test::runTransportRanks(RankMode::kThreads, 2, [&](TransportContext& ctx) {
+    EngineSetup setup;
+    setup.timeoutSeconds = 0.5;
+    std::unique_ptr<CollectiveEngine> e;
+    TT_CHECK_OK(makeEngine(ctx, setup, &e));
+    // One message first, so the link exists (making it takes both ranks).
+    int32_t one = 1;
+    TT_CHECK_OK(runP2P(*e, {P2PCall{ctx.rank() == 0, 1 - ctx.rank(), &one, &one, 1, tsrInt32}}));
+    if (ctx.rank() == 1) {
+      int32_t never = 0, v = 5, w = 0;
+      std::unique_ptr<Operation> first, second;
+      TT_CHECK_OK(e->startP2P({P2PCall{false, 0, nullptr, &never, 1, tsrInt32}}, &first));
+      TT_CHECK_OK(e->startP2P(
+          {P2PCall{false, 1, nullptr, &w, 1, tsrInt32}, P2PCall{true, 1, &v, nullptr, 1, tsrInt32}},
+          &second));
+      Result r = runOperation(first.get(), 10);
+      TT_CHECK(r == tsrTimeout, "the receive nobody sends: %s", resultName(r));
+      auto t0 = std::chrono::steady_clock::now();
+      r = runOperation(second.get(), 5);
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      TT_CHECK(r == tsrSuccess, "the group behind it: %s (%s) after %.2f s", resultName(r),
+               lastErrorMessage(), s);
+      TT_CHECK(w == 5, "self receive got %d", w);
+      TT_CHECK(s < 2, "the group behind it took %.2f s", s);
+    }
+    TT_CHECK_OK(ctx.bootstrap().barrier());
     return std::string();
   });
   test::expectAllRanksOk(results);
