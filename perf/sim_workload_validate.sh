@@ -66,4 +66,11 @@ if [[ -x /usr/bin/time ]]; then
   /usr/bin/time -f "# scale: the 1T step on 3072 GPUs took %e s of wall time, peak memory %M KB" \
     "$sim" --workload gpt --seq 2048 --vocab 51200 --recompute --gpu a100 --layers 128 \
     --hidden 25600 --heads 160 --global-batch 3072 --tp 8 --pp 64 --dp 6 2>&1 >/dev/null | tail -1
+  # An all-reduce of 256 MiB on 8,192 ranks (1,024 DGX H100 nodes): the double binary tree, whose
+  # plan does not grow with the ranks (docs/WORKLOADS.md says why the other families' do). About
+  # 3.5 minutes here. Then what the tuner would run there, not simulated.
+  /usr/bin/time -f "# scale: the all-reduce on 8192 ranks took %e s of wall time, peak memory %M KB" \
+    "$sim" --nodes 1024 --algo tree --workers 2 --scratch-bytes 64M -b 256M -e 256M 2>&1 |
+    grep -E '^ +268435456|^# scale'
+  "$sim" --nodes 1024 --choice -b 1K -e 256M -f 16 | sed 's/^/#   /'
 fi

@@ -12,8 +12,7 @@ bool sameKey(const PlanKey& a, const PlanKey& b) { return !(a < b) && !(b < a); 
 
 }  // namespace
 
-Result simulateDeviceChoice(const SimSpec& spec, bool registered, SimReport* rep,
-                            std::vector<std::string>* plans) {
+Result deviceChoices(const SimSpec& spec, bool registered, std::vector<DeviceChoice>* out) {
   const Machine& m = spec.machine;
   Tuner tuner;
   TuneInput in;
@@ -29,32 +28,33 @@ Result simulateDeviceChoice(const SimSpec& spec, bool registered, SimReport* rep
   in.nicsPerHost = m.nicsPerNode;
   in.zeroCopyPossible = registered;  // windows: the tuner may pick a zero-copy form
   const Staging staging = registered ? Staging::kZeroCopy : Staging::kScratch;
-  struct Pick {
-    PlanKey key;
-    bool ll = false;
-  };
-  auto pick = [&](uint64_t bytes, Pick* out) -> Result {
+  out->clear();
+  for (uint64_t bytes : spec.sizes) {
     in.bytes = bytes;
     TuneChoice choice;
     TSR_CHECK(tuner.choose(in, &choice));
-    out->key = planKeyOf(ExecKind::kDevice, spec.collective, in.root, staging, choice, kDeviceCtas);
-    out->ll = choice.protocol == Protocol::kLL;
-    return tsrSuccess;
-  };
+    DeviceChoice c;
+    c.key = planKeyOf(ExecKind::kDevice, spec.collective, in.root, staging, choice, kDeviceCtas);
+    c.ll = choice.protocol == Protocol::kLL;
+    c.predictedUs = choice.predictedUs;
+    out->push_back(std::move(c));
+  }
+  return tsrSuccess;
+}
+
+Result simulateDeviceChoice(const SimSpec& spec, bool registered, SimReport* rep,
+                            std::vector<std::string>* plans) {
+  std::vector<DeviceChoice> picks;
+  TSR_CHECK(deviceChoices(spec, registered, &picks));
   *rep = SimReport{};
   plans->clear();
   std::vector<std::string> names;
   for (size_t i = 0; i < spec.sizes.size();) {
-    Pick first;
-    TSR_CHECK(pick(spec.sizes[i], &first));
+    const DeviceChoice& first = picks[i];
     std::vector<bool> ll{first.ll};
     size_t j = i + 1;
-    for (; j < spec.sizes.size(); ++j) {
-      Pick next;
-      TSR_CHECK(pick(spec.sizes[j], &next));
-      if (!sameKey(next.key, first.key)) break;
-      ll.push_back(next.ll);
-    }
+    for (; j < spec.sizes.size() && sameKey(picks[j].key, first.key); ++j)
+      ll.push_back(picks[j].ll);
     SimSpec part = spec;
     part.algorithm = first.key.algorithm;
     part.pipeline = first.key.pipeline;

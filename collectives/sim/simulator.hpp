@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/exec/plan_cache.hpp"
 #include "collectives/plan/plan.hpp"
 #include "collectives/sim/platform.hpp"
 #include "core/status.hpp"
@@ -94,5 +95,14 @@ Result simulateForked(const SimSpec& spec, SimReport* out);
 // workload simulator's collectives.
 Result simulateDeviceChoice(const SimSpec& spec, bool registered, SimReport* rep,
                             std::vector<std::string>* plans);
+
+// One size's device choice, as simulateDeviceChoice takes it, without simulating it.
+struct DeviceChoice {
+  PlanKey key;             // the plan (for an LL size: its Simple fallback)
+  bool ll = false;         // the tuner gave the size the LL protocol
+  double predictedUs = 0;  // the tuner's cost model
+};
+// The device choice for each of spec.sizes (tessera_sim --choice).
+Result deviceChoices(const SimSpec& spec, bool registered, std::vector<DeviceChoice>* out);
 
 }  // namespace tessera::sim

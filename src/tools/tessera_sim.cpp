@@ -42,7 +42,7 @@ constexpr const char* kUsage =
     "                   [--platform P | --machine FILE] [-b MIN] [-e MAX] [-f FACTOR]\n"
     "                   [--pipeline P] [--workers W] [--zero-copy] [--registered] [--root R]\n"
     "                   [--scratch-bytes B] [--elem-size S] [--no-verify] [--json]\n"
-    "                   [--compare measured.json] [--show-machine]\n"
+    "                   [--compare measured.json] [--show-machine] [--choice]\n"
     "  Simulates a collective plan on a machine model and prints nccl-tests' columns (size,\n"
     "  count, time, algbw, busbw) with the busiest resource (link or memory) per size.\n"
     "  --coll        allreduce (default), reducescatter, allgather, broadcast, reduce, alltoall\n"
@@ -67,6 +67,8 @@ constexpr const char* kUsage =
     "  --json        the report as JSON on standard output\n"
     "  --compare     a perf binary's -J output: adds its out-of-place time and the error per row\n"
     "  --show-machine  print the machine (JSON) and exit\n"
+    "  --choice      print the device choice per size (plan, protocol, the tuner's predicted\n"
+    "                time) without simulating it\n"
     "  --workload    a training or inference step instead (tessera_sim --workload --help)\n"
     "Research workflow: tessera_plan generate ... -o my.json (or write one), tessera_plan verify\n"
     "my.json, then tessera_sim --plan my.json --nodes 64 beside --algo ring and --algo hier.\n"
@@ -144,7 +146,7 @@ int main(int argc, char** argv) {
   int nranks = 0, nodes = 0;
   uint64_t minBytes = 8, maxBytes = 256ull << 20;
   double factor = 2;
-  bool json = false, showMachine = false, registered = false;
+  bool json = false, showMachine = false, registered = false, choiceOnly = false;
   bool algoGiven = false, workersGiven = false, pipelineGiven = false, scratchGiven = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -167,6 +169,8 @@ int main(int argc, char** argv) {
       spec.verify = false;
     } else if (a == "--show-machine") {
       showMachine = true;
+    } else if (a == "--choice") {
+      choiceOnly = true;
     } else if (!value(&v)) {
       return usage(a.rfind("-", 0) == 0 ? a + " needs a value" : "unexpected argument " + a);
     } else if (a == "--coll") {
@@ -285,8 +289,29 @@ int main(int argc, char** argv) {
     return usage(
         "--registered simulates the device choice on windows: a GPU machine, without --algo, "
         "--plan, --zero-copy, --workers and --pipeline");
+  if (choiceOnly && !deviceChoice)
+    return usage(
+        "--choice prints the device choice: a GPU machine, without --algo, --plan, "
+        "--zero-copy, --workers and --pipeline");
+  if (deviceChoice && !scratchGiven) spec.scratchBytes = kDeviceScratchBytes;
+  if (choiceOnly) {
+    std::vector<DeviceChoice> picks;
+    if (deviceChoices(spec, registered, &picks) != tsrSuccess) return failed("--choice");
+    std::printf("# tessera_sim: the device choice for %s on %s (%d nodes x %d ranks)%s\n",
+                collectiveName(spec.collective), m.name.c_str(), m.nodes, m.ranksPerNode,
+                registered ? ", buffers in windows" : "");
+    std::printf("#%11s  %-10s %8s %8s %-9s %-8s %14s\n", "size (B)", "algorithm", "pipeline",
+                "workers", "zero-copy", "protocol", "predicted (us)");
+    for (size_t i = 0; i < picks.size(); ++i) {
+      const DeviceChoice& c = picks[i];
+      std::printf("%12llu  %-10s %8d %8d %-9s %-8s %14.1f\n",
+                  static_cast<unsigned long long>(spec.sizes[i]), c.key.algorithm.c_str(),
+                  c.key.pipeline, c.key.workers, c.key.zeroCopy ? "yes" : "no",
+                  c.ll ? "LL" : "Simple", c.predictedUs);
+    }
+    return kExitOk;
+  }
   if (deviceChoice) {
-    if (!scratchGiven) spec.scratchBytes = kDeviceScratchBytes;
     if (simulateDeviceChoice(spec, registered, &rep, &rowPlans) != tsrSuccess)
       return failed("simulation");
   } else if (simulate(spec, &rep) != tsrSuccess) {
