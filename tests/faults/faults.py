@@ -11,6 +11,7 @@ descriptor left behind (fault_rank counts its own descriptors after the abort). 
 1: failed, 77: skipped (the reason on stdout)."""
 
 import argparse
+import contextlib
 import os
 import random
 import re
@@ -456,14 +457,24 @@ def need_ucx(args):
         raise Skip("this build has no UCX, and ranks on two hosts need the ucx transport")
 
 
-def scenario_hosts(args, tmp):
-    """2 hosts x 2 ranks with nothing wrong: host detection sees two hosts without
-    TESSERA_HOST_ID, shm within a host, ucx between them, and the tuner's default and the
-    hierarchical algorithms give right results."""
+@contextlib.contextmanager
+def two_hosts(args):
+    """Two hosts (network namespaces joined by a link; ranks between them need ucx), removed
+    afterwards whatever happened."""
     need_ucx(args)
     hosts = Hosts()
     try:
         hosts.create()
+        yield hosts
+    finally:
+        hosts.destroy()
+
+
+def scenario_hosts(args, tmp):
+    """2 hosts x 2 ranks with nothing wrong: host detection sees two hosts without
+    TESSERA_HOST_ID, shm within a host, ucx between them, and the tuner's default and the
+    hierarchical algorithms give right results."""
+    with two_hosts(args) as hosts:
         for algo in ("", "hier", "ring"):
             env = host_env(INFO_ENV)
             env["FAULT_ITERS"] = "8"
@@ -498,18 +509,13 @@ def scenario_hosts(args, tmp):
                 raise Fail(f"the communicators did not see 2 hosts: {engines}")
             if algo == "hier" and not any(":hier" in a for a in algorithms_seen(w)):
                 raise Fail(f"TESSERA_ALGO=hier, yet the tuner picked {algorithms_seen(w)}")
-    finally:
-        hosts.destroy()
 
 
 def scenario_hosts_same_id(args, tmp):
     """One TESSERA_HOST_ID for both namespaces (one host, as far as the ids go): shm's abstract
     sockets do not cross network namespaces, so selection picks ucx between them; forcing shm
     fails every rank with a sentence, and nothing hangs."""
-    need_ucx(args)
-    hosts = Hosts()
-    try:
-        hosts.create()
+    with two_hosts(args) as hosts:
         env = host_env(INFO_ENV)
         env.update({"FAULT_ITERS": "4", "FAULT_COUNT": str(1 << 14), "TESSERA_HOST_ID": "one-box"})
         w = World(args, hosts, 4, env, tmp)
@@ -538,8 +544,6 @@ def scenario_hosts_same_id(args, tmp):
         msgs = [rk.find("ERROR")["msg"] for rk in w.ranks]
         if not any("network namespace" in m for m in msgs):
             raise Fail(f"no rank says why shm cannot cross the namespaces: {msgs}")
-    finally:
-        hosts.destroy()
 
 
 def into_the_calls():
@@ -624,13 +628,8 @@ def scenario_kill_shrink_shm(args, tmp):
 def scenario_kill_shrink_ucx(args, tmp):
     """kill_ucx, then the survivors shrink without rank 3 (ucx between the hosts), check an
     all-reduce and destroy the failed communicator: its ucx teardown must not touch the dead."""
-    need_ucx(args)
-    hosts = Hosts()
-    try:
-        hosts.create()
+    with two_hosts(args) as hosts:
         scenario_kill(args, tmp, hosts, 3, shrink=True)
-    finally:
-        hosts.destroy()
 
 
 def scenario_kill_grow_shm(args, tmp):
@@ -643,32 +642,19 @@ def scenario_kill_grow_shm(args, tmp):
 def scenario_kill_grow_ucx(args, tmp):
     """kill_grow_shm with 2 hosts x 2 ranks: rank 3 (host b) SIGKILLed, its replacement started
     on host b, so the grown communicator uses ucx between the hosts again."""
-    need_ucx(args)
-    hosts = Hosts()
-    try:
-        hosts.create()
+    with two_hosts(args) as hosts:
         scenario_kill(args, tmp, hosts, 3, grow=True)
-    finally:
-        hosts.destroy()
 
 
 def scenario_kill_ucx(args, tmp):
     """2 hosts x 2 ranks; rank 3 SIGKILLed: rank 2 loses it over shm, ranks 0 and 1 over ucx."""
-    need_ucx(args)
-    hosts = Hosts()
-    try:
-        hosts.create()
+    with two_hosts(args) as hosts:
         scenario_kill(args, tmp, hosts, 3)
-    finally:
-        hosts.destroy()
 
 
 def scenario_link_down(args, tmp):
     """2 hosts x 2 ranks; host b's end of the link goes down mid-call: every rank fails."""
-    need_ucx(args)
-    hosts = Hosts()
-    try:
-        hosts.create()
+    with two_hosts(args) as hosts:
         env = host_env({"FAULT_MAX_SECONDS": "60", "TESSERA_TRANSPORT_TIMEOUT": "5"})
         before = shm_entries()
         w = World(args, hosts, 4, env, tmp)
@@ -681,8 +667,6 @@ def scenario_link_down(args, tmp):
         finally:
             w.close()
         check_shm(before)
-    finally:
-        hosts.destroy()
 
 
 def scenario_netem(args, tmp):
