@@ -76,6 +76,13 @@ class FdServerImpl final : public FdServer {
       closeAll();
       return TSR_FAIL(tsrSystemError, "fd server: cannot start its thread: %s", ex.what());
     }
+    // Until the thread runs, a fork (instance()'s caller may fork next) could copy its start-up
+    // half done, with a lock of the thread library or of a sanitizer's allocator held; after it,
+    // the thread allocates only under mutex_, which the fork handlers hold across a fork. A
+    // thread that has not run after 10 s (a starved machine) is waited for no longer.
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!started_.wait_for(lock, std::chrono::seconds(10), [this] { return serving_; }))
+      TSR_WARN("fd server %s: its thread has not started after 10 s; going on", address_.c_str());
     return tsrSuccess;
   }
 
@@ -153,13 +160,27 @@ class FdServerImpl final : public FdServer {
     listenFd_ = wakeFd_ = -1;
   }
 
+  // Every allocation and free of this thread happens under mutex_, which the fork handlers hold
+  // across a fork: a forked child never inherits an allocator lock this thread held, which
+  // glibc's malloc survives but a sanitizer's allocator (GCC 12's ASan) does not — the child's
+  // own server thread then waited forever on it (FdServer.WatchSeesAForkedChildsServerExit
+  // under ASan, once in a CI run).
   void serve() {
     std::vector<pollfd> fds;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      fds.reserve(16);
+      serving_ = true;
+    }
+    started_.notify_all();
     for (;;) {
-      fds.clear();
-      fds.push_back({wakeFd_, POLLIN, 0});
-      fds.push_back({listenFd_, POLLIN, 0});
-      for (const auto& c : clients_) fds.push_back({c.fd, POLLIN | POLLRDHUP, 0});
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        fds.clear();
+        fds.push_back({wakeFd_, POLLIN, 0});
+        fds.push_back({listenFd_, POLLIN, 0});
+        for (const auto& c : clients_) fds.push_back({c.fd, POLLIN | POLLRDHUP, 0});
+      }
       int n = ::poll(fds.data(), fds.size(), -1);
       if (n <= 0) {
         // EINTR, or a shortage (ENOMEM) that may pass: a server that quit would look like a
@@ -265,7 +286,9 @@ class FdServerImpl final : public FdServer {
   std::vector<Client> clients_;  // changed by the server thread only, under mutex_
   std::mutex mutex_;
   std::condition_variable stopped_;
-  std::thread thread_;  // joined by stop(); in a forked child it names no thread and is left
+  std::condition_variable started_;
+  bool serving_ = false;  // the thread runs (start() waits for it)
+  std::thread thread_;    // joined by stop(); in a forked child it names no thread and is left
   bool running_ = false;
   bool stopping_ = false;
   std::unordered_map<uint64_t, int> offers_;
