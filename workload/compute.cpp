@@ -103,7 +103,7 @@ double GpuModel::peakTflops(DType t) const {
 }
 
 const std::vector<std::string>& gpuModelNames() {
-  static const std::vector<std::string> kNames = {"a100", "h100", "h800", "h200"};
+  static const std::vector<std::string> kNames = {"a100", "a800", "h100", "h800", "h200"};
   return kNames;
 }
 
@@ -113,6 +113,12 @@ Result gpuModelPreset(const std::string& name, GpuModel* out) {
           "NVIDIA A100 SXM4 80GB datasheet and A100 whitepaper: 108 SMs, 312 TFLOP/s BF16/FP16 "
           "dense, 156 TF32, 19.5 FP32, 80 GB HBM2e at 2039 GB/s; GEMMs at 85.9% of peak (the best "
           "GEMM measured by the MAMF finder, 267.9 TFLOP/s)") +
+      kAssumed;
+  static const std::string a800 =
+      std::string(
+          "NVIDIA A800 SXM4 80GB datasheet (the A100 SXM4 80GB's GPU with NVLink cut to 400 GB/s): "
+          "108 SMs, 312 TFLOP/s BF16/FP16 dense, 80 GB HBM2e at 2039 GB/s; GEMMs as measured on "
+          "A100 (85.9%)") +
       kAssumed;
   static const std::string h100 =
       std::string(
@@ -132,6 +138,8 @@ Result gpuModelPreset(const std::string& name, GpuModel* out) {
       kAssumed;
   if (name == "a100") {  // no FP8 tensor cores
     *out = preset("a100", a100, 108, 312, 156, 0, 19.5, 2039, 80, kA100GemmEfficiency);
+  } else if (name == "a800") {
+    *out = preset("a800", a800, 108, 312, 156, 0, 19.5, 2039, 80, kA100GemmEfficiency);
   } else if (name == "h100") {
     *out = hopper("h100", h100, 3350, 80);
   } else if (name == "h800") {
@@ -139,7 +147,7 @@ Result gpuModelPreset(const std::string& name, GpuModel* out) {
   } else if (name == "h200") {
     *out = hopper("h200", h200, 4800, 141);
   } else {
-    return TSR_FAIL(tsrInvalidArgument, "unknown GPU \"%s\" (a100, h100, h800, h200)",
+    return TSR_FAIL(tsrInvalidArgument, "unknown GPU \"%s\" (a100, a800, h100, h800, h200)",
                     name.c_str());
   }
   return tsrSuccess;

@@ -55,7 +55,7 @@ constexpr double kMaxCacheBytes = 1e15;
 
 const std::vector<std::string>& presetNames() {
   static const std::vector<std::string> kNames = {"dgx-h100", "dgx-a100", "hgx-h200", "hgx-h800",
-                                                  "this-host"};
+                                                  "hgx-a800", "this-host"};
   return kNames;
 }
 
@@ -98,6 +98,14 @@ Result platformPreset(const std::string& name, int nodes, Machine* out) {
                      "NVLink, 1 us per NIC, 0.5 us fabric); NVLink efficiency 0.8386 as "
                      "calibrated on H100 (nccl#1455)",
                      nodes, 3350, 200, 50);
+  } else if (name == "hgx-a800") {
+    *out = gpuPreset("hgx-a800",
+                     "NVIDIA A800 SXM4 80GB (the A100 SXM4 80GB with NVLink cut to 400 GB/s per "
+                     "GPU, 200 GB/s per direction) in an HGX board: 8 per node, HBM2e 2.039 TB/s, "
+                     "NVSwitch, 8 200 Gb/s (25 GB/s per direction) NICs; link latencies assumed "
+                     "(0.5 us per NVLink, 1 us per NIC, 0.5 us fabric); NVLink efficiency 0.8386 "
+                     "as calibrated on H100 (nccl#1455)",
+                     nodes, 2039, 200, 25);
   } else if (name == "this-host") {
     if (nodes != 1)
       return TSR_FAIL(tsrInvalidArgument, "platform this-host has one node, not %d", nodes);

@@ -43,8 +43,8 @@ constexpr const char* kUsage =
     "    --dp-overlap      each layer's gradients reduced as its backward ends\n"
     "    --inference       forward passes only (a prefill of every micro-batch)\n"
     "    --decode N        with --inference: then N tokens generated per sequence\n"
-    "    --gpu G           a100, h100 (default), h800, h200\n"
-    "    --platform P      dgx-h100 (default), dgx-a100, hgx-h200, hgx-h800\n"
+    "    --gpu G           a100, a800, h100 (default), h800, h200\n"
+    "    --platform P      dgx-h100 (default), dgx-a100, hgx-a800, hgx-h200, hgx-h800\n"
     "    --unfold          simulate every GPU instead of one rank per pipeline stage\n"
     "    --sweep           every TP x PP x DP of the same GPUs (TP within a node), a table\n"
     "    --compare-schedules  serial, domino and fused side by side\n"
@@ -118,6 +118,10 @@ int workloadMain(int argc, char** argv) {
     } else if (a == "--workload") {
       if (!value()) return usage("--workload needs a file or gpt");
       source = v;
+      if (source == "--help" || source == "-h") {  // tessera_sim --help says to ask so
+        std::printf("%s", kUsage);
+        return kExitOk;
+      }
     } else if (a == "--sp") {
       sp.sequenceParallel = true;
     } else if (a == "--recompute") {
@@ -220,6 +224,7 @@ int workloadMain(int argc, char** argv) {
   if (!platformGiven) {
     // The platform of the GPU's own DGX / HGX node.
     if (sp.gpu == "a100") sp.platform = "dgx-a100";
+    if (sp.gpu == "a800") sp.platform = "hgx-a800";
     if (sp.gpu == "h800") sp.platform = "hgx-h800";
     if (sp.gpu == "h200") sp.platform = "hgx-h200";
   }
