@@ -47,7 +47,9 @@ class P2POperation final : public TurnOperation {
   ~P2POperation() override {
     if (!done_ && failed_ == tsrSuccess) e_->abandoned(describe());
   }
-  // Setup failed before the operation was handed out (the engine is poisoned already).
+  // Setup failed before the operation was handed out (the engine is poisoned already). Its turn
+  // is left as it is: no later operation can start on a poisoned engine, and ending the turn
+  // now, before it is this operation's, would end an earlier operation's that still runs.
   void abandon(Result code) { failed_ = code; }
 
   std::vector<std::vector<Transfer>> sends_, recvs_;  // by peer, in call order

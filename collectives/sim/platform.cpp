@@ -54,8 +54,8 @@ constexpr double kMaxCacheBytes = 1e15;
 }  // namespace
 
 const std::vector<std::string>& presetNames() {
-  static const std::vector<std::string> kNames = {"dgx-h100", "dgx-a100", "hgx-h200", "hgx-h800",
-                                                  "hgx-a800", "this-host"};
+  static const std::vector<std::string> kNames = {"dgx-h100", "dgx-a100", "hgx-h200",
+                                                  "hgx-h800", "hgx-a800", "this-host"};
   return kNames;
 }
 

@@ -285,14 +285,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> rowPlans;  // the device choice: each row's plan
   const bool deviceChoice = m.kind == MachineKind::kGpu && !algoGiven && planFile.empty() &&
                             !spec.zeroCopy && !workersGiven && !pipelineGiven;
-  if (registered && !deviceChoice)
-    return usage(
-        "--registered simulates the device choice on windows: a GPU machine, without --algo, "
-        "--plan, --zero-copy, --workers and --pipeline");
-  if (choiceOnly && !deviceChoice)
-    return usage(
-        "--choice prints the device choice: a GPU machine, without --algo, --plan, "
-        "--zero-copy, --workers and --pipeline");
+  // --registered and --choice are about the device choice, which the other plan options replace.
+  for (const auto& [given, what] :
+       {std::pair{registered, "--registered simulates the device choice on windows"},
+        std::pair{choiceOnly, "--choice prints the device choice"}})
+    if (given && !deviceChoice)
+      return usage(
+          std::string(what) +
+          ": a GPU machine, without --algo, --plan, --zero-copy, --workers and --pipeline");
   if (deviceChoice && !scratchGiven) spec.scratchBytes = kDeviceScratchBytes;
   if (choiceOnly) {
     std::vector<DeviceChoice> picks;
