@@ -237,6 +237,7 @@ struct Emitter {
       gemm(p + "proj_dgrad", tokens, H / T, H);
     }
     gemm(p + "proj_wgrad", H / T, H, tokens);
+    if (sp.recomputeSelective && !sp.flashAttention) attentionCore(p + "re.", attnScale, false);
     attentionCore(p, attnScale, true);
     wait = -1;
     if (fusedOps) {
@@ -487,9 +488,11 @@ double transformerMemoryBytes(const TransformerSpec& sp) {
   const double layers = static_cast<double>(sp.layers) / sp.pp;
   const double params = layers * (12 * h * h + 13 * h) / t + static_cast<double>(sp.vocab) * h / t;
   const double states = sp.dpMode == DpMode::kZero ? 16.0 / sp.dp : 16.0;
-  double perLayer = sp.sequenceParallel && sp.tp > 1
-                        ? s * b * h / t * (34 + 5 * a * s / h)
-                        : s * b * h * (10 + 24 / t + 5 * a * s / (h * t));
+  // The attention scores' 5 a s / h (softmax in, dropout mask and out): not kept with selective
+  // recomputation or FlashAttention.
+  const double scores = sp.recomputeSelective || sp.flashAttention ? 0 : 5 * a * s / h;
+  double perLayer = sp.sequenceParallel && sp.tp > 1 ? s * b * h / t * (34 + scores)
+                                                     : s * b * h * (10 + 24 / t + scores / t);
   double inFlight = sp.inference ? 1 : sp.pp;
   if (sp.interleave > 1 && !sp.inference)
     inFlight = sp.pp * (1 + (sp.pp - 1.0) / (sp.pp * sp.interleave));
@@ -536,6 +539,8 @@ Result makeTransformerStep(const TransformerSpec& sp, Workload* out) {
       (sp.dominoSplit < 1 || tokens % static_cast<uint64_t>(sp.dominoSplit * sp.tp) != 0))
     return bad("domino: the micro-batch's tokens must split evenly into parts of TP rows");
   if (sp.gradBytes != 2 && sp.gradBytes != 4) return bad("gradient bytes must be 2 or 4");
+  if (sp.recompute && sp.recomputeSelective)
+    return bad("full and selective recomputation exclude each other");
   const int gpus = sp.gpus();
   if (gpus % sp.gpusPerNode != 0 && gpus > sp.gpusPerNode)
     return bad("the GPUs (TP x PP x DP) must fill whole nodes");

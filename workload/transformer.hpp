@@ -38,7 +38,12 @@ struct TransformerSpec {
   int tp = 1, pp = 1, dp = 1;
   int interleave = 1;  // model chunks per pipeline stage (Megatron-LM's virtual pipeline)
   bool sequenceParallel = false;
-  bool recompute = false;       // full activation recomputation (Megatron-LM's "full")
+  bool recompute = false;  // full activation recomputation (Megatron-LM's "full")
+  // Selective activation recomputation (Korthikanti et al., MLSys 2023; Megatron-LM's
+  // "selective"): only attention's core (QK^T, softmax, dropout, PV) again before its backward,
+  // its s^2 activations never kept. With FlashAttention there is nothing more to recompute (its
+  // backward recomputes the scores already). Not with `recompute`.
+  bool recomputeSelective = false;
   bool flashAttention = false;  // attention as one kernel; otherwise batched GEMMs and a softmax
   TpSchedule schedule = TpSchedule::kSerial;
   int dominoSplit = 2;
@@ -65,7 +70,9 @@ Result makeTransformerStep(const TransformerSpec& spec, Workload* out);
 // micro-batches in flight (PP of them; interleaved: PP (1 + (PP - 1) / (PP v))) by Korthikanti et
 // al. (MLSys 2023, "Reducing Activation Recomputation"): per layer s b h (10 + 24/t + 5 a s/(h t))
 // bytes, s b h / t (34 + 5 a s / h) with sequence parallelism, 2 s b h with full recomputation
-// (the layer's input; one layer's full activations on top while it is recomputed). An estimate:
+// (the layer's input; one layer's full activations on top while it is recomputed), and without
+// the 5 a s / h term with selective recomputation or FlashAttention (the scores are not kept). An
+// estimate:
 // no fragmentation, workspace or communication buffers.
 double transformerMemoryBytes(const TransformerSpec& spec);
 
@@ -73,6 +80,9 @@ double transformerMemoryBytes(const TransformerSpec& spec);
 double transformerParameters(const TransformerSpec& spec);
 // The FLOPs of one step as Narayanan et al. (SC'21) count them: 72 B s l h^2 (1 + s / 6h +
 // V / 16 l h), times 4/3 with full recomputation (their 96); forward only: a third of 72's.
+// Selective recomputation's extra FLOPs are not counted: 72's is Korthikanti et al.'s model FLOPs
+// (their MFU), and the 96 of full recomputation its hardware FLOPs (HFU) as Narayanan et al. have
+// it.
 double megatronModelFlops(const TransformerSpec& spec);
 
 }  // namespace tessera::workload

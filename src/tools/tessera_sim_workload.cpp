@@ -35,6 +35,8 @@ constexpr const char* kUsage =
     "    --layers --hidden --heads --seq --vocab (51200) --ffn (4 x hidden)\n"
     "    --micro-batch (1) --global-batch (8) --tp (1) --pp (1) --dp (1)\n"
     "    --sp              sequence parallelism   --recompute  full activation recomputation\n"
+    "    --recompute-selective  attention's core only (QK^T, softmax, dropout, PV; Megatron-LM's\n"
+    "                      selective; its FLOPs not counted, as model FLOPs)\n"
     "    --interleave V    V model chunks per pipeline stage (the interleaved 1F1B schedule)\n"
     "    --flash           attention as one kernel (default: batched GEMMs and a softmax)\n"
     "    --schedule S      TP communication: serial (Megatron-LM), domino, fused\n"
@@ -126,6 +128,8 @@ int workloadMain(int argc, char** argv) {
       sp.sequenceParallel = true;
     } else if (a == "--recompute") {
       sp.recompute = true;
+    } else if (a == "--recompute-selective") {
+      sp.recomputeSelective = true;
     } else if (a == "--flash") {
       sp.flashAttention = true;
     } else if (a == "--zero") {

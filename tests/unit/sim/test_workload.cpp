@@ -172,7 +172,8 @@ TEST(ComputeModel, PresetsNameTheirSources) {
   }
   GpuModel g;
   EXPECT_NE(gpuModelPreset("tpu", &g), tsrSuccess);
-  EXPECT_NE(std::string(lastErrorMessage()).find("a100, a800, h100, h800, h200"), std::string::npos);
+  EXPECT_NE(std::string(lastErrorMessage()).find("a100, a800, h100, h800, h200"),
+            std::string::npos);
 }
 
 // ---- Small steps against hand-computed times ----
@@ -492,6 +493,47 @@ TEST(TransformerSchedules, AFoldedStepEqualsTheStepWithEveryGpu) {
   EXPECT_NEAR(a.tflopsPerGpu, b.tflopsPerGpu, 1e-6 * b.tflopsPerGpu);
 }
 
+TEST(TransformerSchedules, SelectiveRecomputationRunsAttentionsCoreAgainBeforeItsBackward) {
+  TransformerSpec sp = smallGpt();
+  sp.recomputeSelective = true;
+  Workload w;
+  ASSERT_EQ(makeTransformerStep(sp, &w), tsrSuccess) << lastErrorMessage();
+  const Rank& r = w.ranks[0];
+  // In the backward of layer 1 (the first one back): after the projection's gradients, QK^T,
+  // softmax and PV again, then attention's backward; nothing else of the layer runs again.
+  const size_t wgrad = indexOf(r, "mb0.l1.b.proj_wgrad"), qk = indexOf(r, "mb0.l1.b.re.qk");
+  const size_t soft = indexOf(r, "mb0.l1.b.re.softmax"), pv = indexOf(r, "mb0.l1.b.re.pv");
+  const size_t back = indexOf(r, "mb0.l1.b.dpv_dp");
+  EXPECT_LT(wgrad, qk);
+  EXPECT_LT(qk, soft);
+  EXPECT_LT(soft, pv);
+  EXPECT_LT(pv, back);
+  size_t again = 0, full = 0;
+  for (const Op& op : r.ops) {
+    again += op.id.find(".re.") != std::string::npos;
+    full += op.id.find(".re.qkv") != std::string::npos;
+  }
+  EXPECT_EQ(again, 3u * 2 * 4);  // 3 ops, 2 layers, 4 micro-batches
+  EXPECT_EQ(full, 0u);
+  // The model's FLOPs do not count it (model FLOPs), so its TFLOP/s is below the step without.
+  Workload none;
+  sp.recomputeSelective = false;
+  ASSERT_EQ(makeTransformerStep(sp, &none), tsrSuccess);
+  EXPECT_EQ(w.modelFlops, none.modelFlops);
+  StepReport a, b;
+  ASSERT_EQ(simulateWorkload(w, {}, &a), tsrSuccess) << lastErrorMessage();
+  ASSERT_EQ(simulateWorkload(none, {}, &b), tsrSuccess) << lastErrorMessage();
+  EXPECT_GT(a.stepUs, b.stepUs);
+  // With FlashAttention there is nothing to recompute; with full recomputation it is refused.
+  sp.flashAttention = true;
+  sp.recomputeSelective = true;
+  ASSERT_EQ(makeTransformerStep(sp, &w), tsrSuccess);
+  for (const Op& op : w.ranks[0].ops) EXPECT_EQ(op.id.find(".re."), std::string::npos) << op.id;
+  sp.recompute = true;
+  EXPECT_NE(makeTransformerStep(sp, &w), tsrSuccess);
+  EXPECT_NE(std::string(lastErrorMessage()).find("exclude each other"), std::string::npos);
+}
+
 TEST(TransformerSchedules, MemoryEstimateIsStatesPlusActivationsInFlight) {
   TransformerSpec sp;
   sp.layers = 2;
@@ -506,6 +548,9 @@ TEST(TransformerSchedules, MemoryEstimateIsStatesPlusActivationsInFlight) {
   EXPECT_NEAR(transformerMemoryBytes(sp), params * 18 + 2 * layer, 1);
   sp.recompute = true;  // the layers' inputs, and one layer's activations while recomputed
   EXPECT_NEAR(transformerMemoryBytes(sp), params * 18 + 2 * 2 * 512.0 * 1024 + layer, 1);
+  sp.recompute = false;
+  sp.recomputeSelective = true;  // the attention scores' 5 a s / h are not kept
+  EXPECT_NEAR(transformerMemoryBytes(sp), params * 18 + 2 * 512.0 * 1024 * (10 + 24), 1);
   GpuModel g;
   ASSERT_EQ(gpuModelPreset("h200", &g), tsrSuccess);
   EXPECT_EQ(g.memCapacityGB, 141);
