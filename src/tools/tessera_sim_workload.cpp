@@ -43,6 +43,7 @@ constexpr const char* kUsage =
     "    --domino-split N  Domino's parts (2)\n"
     "    --zero            DP as ZeRO: reduce-scatter gradients, all-gather parameters\n"
     "    --dp-overlap      each layer's gradients reduced as its backward ends\n"
+    "    --grad-bytes B    gradients reduced in 4 (fp32, default) or 2 bytes (fp16/bf16)\n"
     "    --inference       forward passes only (a prefill of every micro-batch)\n"
     "    --decode N        with --inference: then N tokens generated per sequence\n"
     "    --gpu G           a100, a800, h100 (default), h800, h200\n"
@@ -136,6 +137,9 @@ int workloadMain(int argc, char** argv) {
       sp.dpMode = DpMode::kZero;
     } else if (a == "--dp-overlap") {
       sp.dpOverlap = true;
+    } else if (a == "--grad-bytes") {
+      if (!intArg(2, 4, &sp.gradBytes) || sp.gradBytes == 3)
+        return usage("--grad-bytes: expected 2 or 4");
     } else if (a == "--inference") {
       sp.inference = true;
     } else if (a == "--unfold") {
