@@ -12,7 +12,10 @@
 #     (96 B s l h^2 (1 + s/6h + V/16lh)), "measured for end-to-end training" (Megatron-LM's
 #     README: data loading, optimizer and logging included). The micro-batch is not in the table:
 #     every row is simulated at 1, and the rows without pipelining again at 4 (up to 2026-12-06
-#     the 1.7B row was reported at 4 alone), to show what the unknown is worth.
+#     the 1.7B row was reported at 4 alone), to show what the unknown is worth. The issue quotes
+#     the 1.7B, 39.1B and 1T rows; the other seven are read from the paper's table, and a second,
+#     third-party summary of it agrees on the 18.4B, 145.6B and 529.6B rows' TP, PP, GPUs and
+#     TFLOP/s (their batches, and the other four rows, are not checked against a second source).
 #   MT-NLG 530B (Smith et al., 2022, section 2.4): 105 layers, hidden 20480, 128 heads, vocabulary
 #     50,272, TP 8, PP 35, batch 1920 on 280/350/420 DGX A100: 126/121/113 TFLOP/s per GPU. Selene's
 #     DGX A100 have 80 GB A100s (the Microsoft Research and NVIDIA blogs announcing MT-NLG); this
