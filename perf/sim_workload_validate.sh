@@ -43,7 +43,8 @@ BUILD_DIR=${BUILD_DIR:-build}
 sim=$BUILD_DIR/src/tools/tessera_sim
 [[ -x $sim ]] || { echo "sim_workload_validate: $sim is not built (needs SimGrid)" >&2; exit 1; }
 
-gpt() { "$sim" --workload gpt --seq 2048 --vocab 51200 --recompute --gpu a100 "$@"; }
+a100() { "$sim" --workload gpt --seq 2048 --vocab 51200 --gpu a100 "$@"; }
+gpt() { a100 --recompute "$@"; }
 tflops() { grep -E '^TFLOP/s per GPU' | awk '{print $4}'; }
 stepms() { grep -E '^step time' | awk '{print $3}'; }
 row() { # name published simulated unit
@@ -80,8 +81,8 @@ for pair in "8 126 2240" "10 121 2800" "12 113 3360"; do
       --pp 35 --dp "$1" | tflops)" TFLOP/s
 done
 k530=(--layers 105 --hidden 20480 --heads 128 --global-batch 1920 --tp 8 --pp 35 --dp 8)
-full=$("$sim" --workload gpt --seq 2048 --vocab 51200 --gpu a100 "${k530[@]}" --recompute | tflops)
-sel=$("$sim" --workload gpt --seq 2048 --vocab 51200 --gpu a100 "${k530[@]}" --sp --recompute-selective | tflops)
+full=$(gpt "${k530[@]}" | tflops)
+sel=$(a100 "${k530[@]}" --sp --recompute-selective | tflops)
 # MFU: full recomputation's TFLOP/s count its 4/3 (Narayanan et al.'s 96); selective's do not.
 mfull=$(awk -v t="$full" 'BEGIN {print t * 0.75 / 312 * 100}')
 msel=$(awk -v t="$sel" 'BEGIN {print t / 312 * 100}')
@@ -92,23 +93,21 @@ awk -v a="$mfull" -v b="$msel" 'BEGIN {
 w=perf/workloads
 # The collective's simulated time in a report, ms.
 collms() { grep -E '^#   (allgather|reducescatter) ' | awk '{for (i = 1; i < NF; ++i) if ($(i + 1) == "us") print $i / 1e3}'; }
-# GPU, file suffix (- none), then published: AG total, AG fused, AG GEMM, AG NCCL, RS total, RS fused, RS GEMM, RS NCCL
-while read -r gpu sfx agt agf agg agn rst rsf rsg rsn; do
+# GPU, file suffix (- none), operation (its files' name, its label, its collective), then
+# published: PyTorch + NCCL in all, fused, the GEMM alone, the collective alone (ms).
+while read -r gpu sfx op label coll total fused gemm nccl; do
   [[ $sfx == - ]] && sfx=
-  ag=$("$sim" --workload "$w/flux_ag_gemm_nccl$sfx.json")
-  rs=$("$sim" --workload "$w/flux_gemm_rs_nccl$sfx.json")
-  agc=$(echo "$ag" | collms) rsc=$(echo "$rs" | collms)
-  row "FLUX AllGather+GEMM, 8 $gpu: GEMM after NCCL" "$agt" "$(echo "$ag" | stepms)" ms
-  row "  its all-gather alone" "$agn" "$agc" ms
-  row "  its GEMM alone" "$agg" "$(echo "$ag" | stepms | awk -v c="$agc" '{print $1 - c}')" ms
-  row "FLUX AllGather+GEMM, 8 $gpu: fused" "$agf" "$("$sim" --workload "$w/flux_ag_gemm_fused$sfx.json" | stepms)" ms
-  row "FLUX GEMM+ReduceScatter, 8 $gpu: then NCCL" "$rst" "$(echo "$rs" | stepms)" ms
-  row "  its reduce-scatter alone" "$rsn" "$rsc" ms
-  row "  its GEMM alone" "$rsg" "$(echo "$rs" | stepms | awk -v c="$rsc" '{print $1 - c}')" ms
-  row "FLUX GEMM+ReduceScatter, 8 $gpu: fused" "$rsf" "$("$sim" --workload "$w/flux_gemm_rs_fused$sfx.json" | stepms)" ms
+  base=$("$sim" --workload "$w/flux_${op}_nccl$sfx.json")
+  c=$(echo "$base" | collms)
+  row "FLUX $label, 8 $gpu: PyTorch + NCCL" "$total" "$(echo "$base" | stepms)" ms
+  row "  its $coll alone" "$nccl" "$c" ms
+  row "  its GEMM alone" "$gemm" "$(echo "$base" | stepms | awk -v c="$c" '{print $1 - c}')" ms
+  row "FLUX $label, 8 $gpu: fused" "$fused" "$("$sim" --workload "$w/flux_${op}_fused$sfx.json" | stepms)" ms
 done <<'TABLE'
-H800 - 1.429 0.957 0.846 0.583 1.408 0.932 0.818 0.590
-A800 _a800 3.099 2.469 2.438 0.662 3.100 2.508 2.453 0.646
+H800 - ag_gemm AllGather+GEMM all-gather 1.429 0.957 0.846 0.583
+H800 - gemm_rs GEMM+ReduceScatter reduce-scatter 1.408 0.932 0.818 0.590
+A800 _a800 ag_gemm AllGather+GEMM all-gather 3.099 2.469 2.438 0.662
+A800 _a800 gemm_rs GEMM+ReduceScatter reduce-scatter 3.100 2.508 2.453 0.646
 TABLE
 domino=$("$sim" --workload gpt --layers 32 --hidden 4096 --heads 32 --seq 1024 --micro-batch 8 \
   --global-batch 8 --tp 8 --compare-schedules)

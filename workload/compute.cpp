@@ -47,6 +47,11 @@ GpuModel preset(const char* name, const std::string& source, int sms, double bf1
   return g;
 }
 
+// The A100's GPU (A100, and A800 with its NVLink cut): no FP8 tensor cores.
+GpuModel ampere(const char* name, const std::string& source) {
+  return preset(name, source, 108, 312, 156, 0, 19.5, 2039, 80, kA100GemmEfficiency);
+}
+
 GpuModel hopper(const char* name, const std::string& source, double memGBs, double capacityGB) {
   return preset(name, source, 132, 989.4, 494.7, 1978.9, 66.9, memGBs, capacityGB,
                 kH100GemmEfficiency);
@@ -136,10 +141,10 @@ Result gpuModelPreset(const std::string& name, GpuModel* out) {
           "NVIDIA H200 SXM datasheet: the H100's GPU (132 SMs, 989.4 TFLOP/s BF16 dense) with "
           "141 GB HBM3e at 4800 GB/s; GEMMs as measured on H100 (80.1%)") +
       kAssumed;
-  if (name == "a100") {  // no FP8 tensor cores
-    *out = preset("a100", a100, 108, 312, 156, 0, 19.5, 2039, 80, kA100GemmEfficiency);
+  if (name == "a100") {
+    *out = ampere("a100", a100);
   } else if (name == "a800") {
-    *out = preset("a800", a800, 108, 312, 156, 0, 19.5, 2039, 80, kA100GemmEfficiency);
+    *out = ampere("a800", a800);
   } else if (name == "h100") {
     *out = hopper("h100", h100, 3350, 80);
   } else if (name == "h800") {
