@@ -398,21 +398,37 @@ struct Emitter {
     const bool firstStage = stage == 0, lastStageOfAll = stage == sp.pp - 1;
     auto fwdFrom = [&](int vc) { return !firstStage ? prevRank : vc > 0 ? wrapPrev : -1; };
     auto fwdTo = [&](int vc) { return !lastStageOfAll ? nextRank : vc < v - 1 ? wrapNext : -1; };
+    // Megatron-LM's scatter/gather (SC'21, section 4.1): each TP rank sends its 1/TP of the
+    // activation between stages, and the receiving TP group all-gathers the parts over NVLink
+    // before using them. With sequence parallelism the activation is split already.
+    const bool scatter = sp.ppScatterGather && sp.tp > 1 && !sp.sequenceParallel;
+    const double wire = scatter ? act / sp.tp : act;
+    auto arrive = [&](const std::string& id, int from) -> int64_t {
+      const int64_t in = p2p(id, OpKind::kRecv, from, wire);
+      if (!scatter) return in;
+      return collective(id + ".gather", Collective::kAllGather, g.tp, act, compute, {in});
+    };
+    // Blocking exchanges (Megatron-LM 2021: each exchange ended in torch.cuda.synchronize()): the
+    // compute stream goes on only when the send is done, not beside it.
+    auto depart = [&](const std::string& id, int to) {
+      const int64_t s = p2p(id, OpKind::kSend, to, wire, {last});
+      if (!sp.ppBlocking) return;
+      Op done;
+      done.kind = OpKind::kDelay;
+      done.us = 0;
+      push(done, id + ".done", compute, {s});
+    };
     auto fwd = [&](int mb, int vc) {
       int64_t in = -1;
-      if (int from = fwdFrom(vc); from >= 0)
-        in = p2p(label(mb, vc) + "recv_act", OpKind::kRecv, from, act);
+      if (int from = fwdFrom(vc); from >= 0) in = arrive(label(mb, vc) + "recv_act", from);
       pass(mb, true, in, vc);
-      if (int to = fwdTo(vc); to >= 0)
-        p2p(label(mb, vc) + "send_act", OpKind::kSend, to, act, {last});
+      if (int to = fwdTo(vc); to >= 0) depart(label(mb, vc) + "send_act", to);
     };
     auto bwd = [&](int mb, int vc) {
       int64_t in = -1;
-      if (int from = fwdTo(vc); from >= 0)
-        in = p2p(label(mb, vc) + "recv_grad", OpKind::kRecv, from, act);
+      if (int from = fwdTo(vc); from >= 0) in = arrive(label(mb, vc) + "recv_grad", from);
       pass(mb, false, in, vc);
-      if (int to = fwdFrom(vc); to >= 0)
-        p2p(label(mb, vc) + "send_grad", OpKind::kSend, to, act, {last});
+      if (int to = fwdFrom(vc); to >= 0) depart(label(mb, vc) + "send_grad", to);
     };
     const int total = mbs * v;
     auto mbOf = [&](int k) { return (k / (sp.pp * v)) * sp.pp + k % sp.pp; };

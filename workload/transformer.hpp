@@ -52,6 +52,12 @@ struct TransformerSpec {
   bool inference = false;  // forward passes only (a prefill of every micro-batch)
   int decodeTokens = 0;    // inference: then this many tokens generated per sequence (KV cache)
   int gradBytes = 4;       // gradients reduced in fp32 (Megatron-LM's default)
+  // Pipeline exchanges as Megatron-LM of 2021 made them (NVIDIA/Megatron-LM, commit de7dc40,
+  // megatron/p2p_communication.py): scatter/gather (with TP > 1 and no sequence parallelism, each
+  // TP rank sends 1/TP of the activation and the receivers all-gather it; its default then), and
+  // blocking (the compute stream waits for each send, which `torch.cuda.synchronize()` did).
+  bool ppScatterGather = false;
+  bool ppBlocking = false;
   std::string gpu = "h100", platform = "dgx-h100";
   int gpusPerNode = kPresetGpusPerNode;
   bool unfold = false;

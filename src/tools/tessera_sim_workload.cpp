@@ -44,6 +44,8 @@ constexpr const char* kUsage =
     "    --zero            DP as ZeRO: reduce-scatter gradients, all-gather parameters\n"
     "    --dp-overlap      each layer's gradients reduced as its backward ends\n"
     "    --grad-bytes B    gradients reduced in 4 (fp32, default) or 2 bytes (fp16/bf16)\n"
+    "    --pp-scatter-gather  pipeline sends of 1/TP each, all-gathered over TP on arrival\n"
+    "    --pp-blocking     compute waits for each pipeline send (Megatron-LM 2021's exchanges)\n"
     "    --inference       forward passes only (a prefill of every micro-batch)\n"
     "    --decode N        with --inference: then N tokens generated per sequence\n"
     "    --gpu G           a100, a800, h100 (default), h800, h200\n"
@@ -140,6 +142,10 @@ int workloadMain(int argc, char** argv) {
     } else if (a == "--grad-bytes") {
       if (!intArg(2, 4, &sp.gradBytes) || sp.gradBytes == 3)
         return usage("--grad-bytes: expected 2 or 4");
+    } else if (a == "--pp-scatter-gather") {
+      sp.ppScatterGather = true;
+    } else if (a == "--pp-blocking") {
+      sp.ppBlocking = true;
     } else if (a == "--inference") {
       sp.inference = true;
     } else if (a == "--unfold") {

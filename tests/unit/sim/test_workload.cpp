@@ -440,6 +440,64 @@ TEST(TransformerSchedules, InterleavedChunksFollowTheVirtualPipelineAndShortenTh
   EXPECT_NE(makeTransformerStep(sp, &w), tsrSuccess);
 }
 
+TEST(TransformerSchedules, PipelineExchangesScatterGatherAndBlockAsMegatron2021) {
+  TransformerSpec sp = smallGpt();  // TP 2, 4 micro-batches of 2 x 256 tokens, hidden 512
+  sp.pp = 2;
+  sp.ppScatterGather = true;
+  Workload w;
+  ASSERT_EQ(makeTransformerStep(sp, &w), tsrSuccess) << lastErrorMessage();
+  const double act = 2.0 * 256 * 512 * 2;  // bytes of one micro-batch's activation
+  const Rank& s0 = w.ranks[0];
+  const Rank& s1 = w.ranks[1];
+  // Half of it goes over the wire from each TP rank; the receivers all-gather the whole of it
+  // over their TP group before the stage's first op uses it.
+  EXPECT_EQ(s0.ops[indexOf(s0, "mb0.send_act")].bytes, act / 2);
+  const size_t recv = indexOf(s1, "mb0.recv_act"), gather = indexOf(s1, "mb0.recv_act.gather");
+  EXPECT_EQ(s1.ops[recv].bytes, act / 2);
+  const Op& g = s1.ops[gather];
+  EXPECT_EQ(g.kind, OpKind::kCollective);
+  EXPECT_EQ(g.collective, Collective::kAllGather);
+  EXPECT_EQ(w.groups[static_cast<size_t>(g.group)].size, 2);
+  EXPECT_EQ(g.bytes, act);
+  EXPECT_NE(std::find(g.after.begin(), g.after.end(), recv), g.after.end());
+  const Op& ln1 = s1.ops[indexOf(s1, "mb0.l0.ln1")];
+  EXPECT_NE(std::find(ln1.after.begin(), ln1.after.end(), gather), ln1.after.end());
+  EXPECT_EQ(s0.ops[indexOf(s0, "mb0.recv_grad.gather")].bytes, act);
+  // With sequence parallelism the activation is split already: 1/TP of it, and no gather.
+  sp.sequenceParallel = true;
+  ASSERT_EQ(makeTransformerStep(sp, &w), tsrSuccess) << lastErrorMessage();
+  EXPECT_EQ(w.ranks[0].ops[indexOf(w.ranks[0], "mb0.send_act")].bytes, act / 2);
+  for (const Op& op : w.ranks[1].ops) EXPECT_EQ(op.id.find(".gather"), std::string::npos);
+  sp.sequenceParallel = false;
+  sp.ppScatterGather = false;  // off: the whole activation from every TP rank
+  ASSERT_EQ(makeTransformerStep(sp, &w), tsrSuccess) << lastErrorMessage();
+  EXPECT_EQ(w.ranks[0].ops[indexOf(w.ranks[0], "mb0.send_act")].bytes, act);
+
+  // Blocking: the compute stream goes on after a send only when the send is done.
+  sp.ppBlocking = true;
+  ASSERT_EQ(makeTransformerStep(sp, &w), tsrSuccess) << lastErrorMessage();
+  EngineOptions opt;
+  opt.fixedCollectiveUs = 10;
+  StepReport blocking, overlapped;
+  ASSERT_EQ(simulateWorkload(w, opt, &blocking), tsrSuccess) << lastErrorMessage();
+  const Rank& b0 = w.ranks[0];
+  size_t sends = 0;
+  for (size_t i = 0; i < b0.ops.size(); ++i) {
+    if (b0.ops[i].kind != OpKind::kSend) continue;
+    ++sends;
+    const size_t done = indexOf(b0, b0.ops[i].id + ".done");
+    EXPECT_EQ(b0.ops[done].stream, b0.ops[indexOf(b0, "mb0.l0.qkv")].stream);
+    // The next compute op starts when the send has ended, not before.
+    ASSERT_LT(done + 1, b0.ops.size());
+    EXPECT_GE(blocking.timeline[0][done + 1].start, blocking.timeline[0][i].end) << b0.ops[i].id;
+  }
+  EXPECT_EQ(sends, 4u);
+  sp.ppBlocking = false;
+  ASSERT_EQ(makeTransformerStep(sp, &w), tsrSuccess) << lastErrorMessage();
+  ASSERT_EQ(simulateWorkload(w, opt, &overlapped), tsrSuccess) << lastErrorMessage();
+  EXPECT_GT(blocking.stepUs, overlapped.stepUs);
+}
+
 TEST(TransformerSchedules, DecodeSendsEachTokenBackToTheFirstStage) {
   TransformerSpec sp = smallGpt();
   sp.tp = 1;
