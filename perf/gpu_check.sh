@@ -16,6 +16,8 @@
 #               M sweep
 #   frameworks  the NCCL drop-in (its tests; nccl-tests over it; ProcessGroupNCCL preloaded) and
 #               the PyTorch backend on CUDA tensors (built there against that machine's torch)
+#   model       tessera_sim's compute model: its GEMM and memory-bound ops timed alone, and a GPT
+#               layer run by PyTorch (perf/gpu_model_check.py; bundle mode, ~30 s)
 #   unit        (build mode only) the host unit tests, last
 #
 # Two ways to get the binaries:
@@ -27,7 +29,8 @@
 #   GPU_CHECK_BUDGET_correct=400 perf/gpu_check.sh --only probe,correct
 #
 # Every stage's log goes to $OUT (the device tool's folder; else $BUILD/gpu-check) as it is
-# written: probe.log, correct.log, figures.log, fused.log, frameworks.log, unit.log, and
+# written: probe.log, correct.log, figures.log, fused.log, frameworks.log, model.log (and
+# model_measured.json), unit.log, and
 # summary.txt (one line per test and figure: what ran, its result, its time). A test that does not
 # finish in its timeout is killed and reported; a stage whose budget is spent reports the rest as
 # not run. A skipped gpu test is a failure on a GPU machine (but *.SeparateGpus on one GPU).
@@ -45,12 +48,12 @@ while [[ $# -gt 0 ]]; do
     --only) ONLY="$2"; shift 2 ;;
     --skip) SKIP="$2"; shift 2 ;;
     --launches) LAUNCHES="$2"; shift 2 ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
     *) echo "gpu_check: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 # Budgets in seconds per stage (GPU_CHECK_BUDGET_<stage> overrides).
-declare -A BUDGET=([probe]=20 [correct]=330 [figures]=200 [fused]=150 [frameworks]=240 [unit]=300)
+declare -A BUDGET=([probe]=20 [correct]=330 [figures]=200 [fused]=150 [frameworks]=240 [model]=90 [unit]=300)
 for s in "${!BUDGET[@]}"; do
   v="GPU_CHECK_BUDGET_$s"
   [[ -n "${!v:-}" ]] && BUDGET[$s]="${!v}"
@@ -466,6 +469,25 @@ if enabled frameworks; then
     fi
   else
     record "NOT-RUN" "PyTorch on CUDA tensors" 0 "python3 here has no torch with CUDA"
+  fi
+fi
+
+# --- model -------------------------------------------------------------------------------------
+# tessera_sim's compute model (issue 30): the simulator's GEMM and memory-bound ops timed alone on
+# this GPU, and a GPT layer run by PyTorch; measured.json comes back, and
+# `perf/gpu_model_check.py compare` puts it beside the model's predictions where tessera_sim is.
+if enabled model; then
+  stage_begin model
+  mdir="${BUNDLE:+$BUNDLE/model}"
+  if [[ -z "$mdir" || ! -f "$mdir/configs.json" ]]; then
+    record "NOT-RUN" "perf/gpu_model_check.py measure" 0 "its workloads come with the bundle (tessera_sim writes them)"
+  elif ! python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    record "NOT-RUN" "perf/gpu_model_check.py measure" 0 "python3 here has no torch with CUDA"
+  else
+    mwork="${TMPDIR:-/tmp}/tessera-model"
+    rm -rf "$mwork" && cp -r "$mdir" "$mwork"
+    timed "${BUDGET[model]}" python3 "$ROOT/perf/gpu_model_check.py" measure "$mwork" --out "$LOGS/model_measured.json"
+    [[ $RC -eq 0 ]] && record "ok" "perf/gpu_model_check.py measure" "$SECS" || record "FAIL" "perf/gpu_model_check.py measure" "$SECS" "exit $RC"
   fi
 fi
 

@@ -14,7 +14,9 @@
 #
 # The bundle: bin.tar.xz (the binaries, xz: Python's tarfile unpacks it where xz is missing),
 # lib.tar.xz (libtessera.so and the public headers: a prefix to build the PyTorch extension
-# against there, against that machine's torch), manifest.txt (commit, flags, what each binary is, sizes).
+# against there, against that machine's torch), model/ (the workloads perf/gpu_model_check.py
+# times, written by the host build's tessera_sim: SIM_BUILD_DIR, default build/), manifest.txt
+# (commit, flags, what each binary is, sizes).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD="${BUILD_DIR:-$ROOT/build-gpu}"
@@ -118,6 +120,14 @@ if [[ -e "$BUILD/src/libtessera.so.0" ]]; then
   ln -s libtessera.so.0 "$OUTDIR/stage/lib/lib/libtessera.so"
   cp -r "$ROOT/include/tessera" "$OUTDIR/stage/lib/include/"
   cp "$BUILD/include/tessera/version.h" "$OUTDIR/stage/lib/include/tessera/"
+fi
+# The workloads whose ops perf/gpu_check.sh's `model` stage times (perf/gpu_model_check.py): the
+# host build's tessera_sim writes them (this build has no SimGrid).
+SIM_BUILD="${SIM_BUILD_DIR:-$ROOT/build}"
+if python3 "$ROOT/perf/gpu_model_check.py" prepare "$OUTDIR/model" --build "$SIM_BUILD" >>"$manifest" 2>&1; then
+  :
+else
+  echo "missing model workloads (tessera_sim in $SIM_BUILD: see above)" | tee -a "$manifest"
 fi
 (cd "$OUTDIR/stage" && tar cf - bin | xz -9 -T1 >"$OUTDIR/bin.tar.xz")
 (cd "$OUTDIR/stage" && tar cf - lib | xz -9 -T1 >"$OUTDIR/lib.tar.xz")
