@@ -220,6 +220,8 @@ def measure(args, device=None):
             med, lo, hi = time_layer(torch, device, w, args.reps)
             result["layers"].append({"config": c["name"], "us": [med, lo, hi]})
             print(f"{c['name']:14s} {'layer fwd+bwd, recomputed':32s} {med:12.1f} us", flush=True)
+        if device == "cuda":
+            torch.cuda.empty_cache()  # each config's tensors gone before the next one's
     out = os.path.join(args.dir, "measured.json") if not args.out else args.out
     with open(out, "w") as f:
         json.dump(result, f, indent=1)
