@@ -30,8 +30,10 @@
 #     72 B s l h^2 (1 + s/6h + V/16lh) over the peak) 42.1% with full recomputation, 54.2% with
 #     sequence parallelism and selective recomputation ("29% faster"). The model is MT-NLG's shape
 #     (105 layers, hidden 20480, 128 heads) with TP 8, PP 35, DP 8; the batch is not in the
-#     abstract: 1920, MT-NLG's on those 2240 GPUs (assumed; at 2240 both MFUs rise by 1 to 1.2
-#     points). Its runs are 2022's Megatron-LM on the same machine as the 2021 rows above.
+#     abstract: 1920, MT-NLG's on those 2240 GPUs (assumed; at 2240 the MFUs rise by 0.9 and 1.2
+#     points). Its runs are 2022's Megatron-LM on the same machine as the 2021 rows above, whose
+#     pipeline exchanges were still 2021's (scatter/gather by default, a torch.cuda.synchronize()
+#     after each: megatron/p2p_communication.py through 2022).
 #   FLUX (bytedance/flux, docs/performance_report.md), TP 8 on 8 x H800 and on 8 x A800, bf16:
 #     AllGather+GEMM (M, K, N) = (4096, 12288, 49152), GEMM+ReduceScatter (4096, 49152, 12288);
 #     the total with PyTorch + NCCL and fused, and the baseline's parts on their own (its
@@ -93,7 +95,8 @@ for pair in "8 126 2240" "10 121 2800" "12 113 3360"; do
     "$(gpt --layers 105 --hidden 20480 --heads 128 --vocab 50272 --global-batch 1920 --tp 8 \
       --pp 35 --dp "$1" | tflops)" TFLOP/s
 done
-k530=(--layers 105 --hidden 20480 --heads 128 --global-batch 1920 --tp 8 --pp 35 --dp 8)
+k530=(--layers 105 --hidden 20480 --heads 128 --global-batch 1920 --tp 8 --pp 35 --dp 8
+  --pp-scatter-gather --pp-blocking)
 full=$(gpt "${k530[@]}" | tflops)
 sel=$(a100 "${k530[@]}" --sp --recompute-selective | tflops)
 # MFU: full recomputation's TFLOP/s count its 4/3 (Narayanan et al.'s 96); selective's do not.
