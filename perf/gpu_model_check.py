@@ -11,8 +11,8 @@ its kernels (what the model leaves out as framework overhead). Three steps:
                  workload JSON into DIR (scripts/gpu_bundle.sh puts them in the bundle)
   measure DIR    on the GPU (needs PyTorch with CUDA): each distinct compute op of each workload
                  timed alone (CUDA events; median, min and max of --reps launches after warm-up),
-                 and CONFIGS' `layer` entries run as a PyTorch layer, forward and backward with
-                 recomputation; writes DIR/measured.json (perf/gpu_check.sh's `model` stage)
+                 and CONFIGS' `layer` entries run as a PyTorch layer, forward and backward (with
+                 recomputation where the workload has it); writes DIR/measured.json (perf/gpu_check.sh's `model` stage)
   compare DIR    here: tessera_sim's prediction of the same ops for the GPU that measured them
                  (its --trace), side by side with the measurements; prints the table
 
@@ -30,20 +30,23 @@ import subprocess
 import sys
 import tempfile
 
-# name, the generator's arguments, whether to time it as a PyTorch layer too (TP 1 only).
+# name, the generator's arguments, whether to time its layer as a PyTorch module too (with TP,
+# one TP rank's share of it: its heads and FFN columns, without the TP collectives).
 CONFIGS = [
     # Megatron-LM's 1.7B row of Table 1 (micro-batch 16): one GPU's whole step.
     ("gpt1.7b-mb16", "--layers 1 --hidden 2304 --heads 24 --seq 2048 --micro-batch 16 "
      "--global-batch 16 --recompute", True),
     # Domino's GPT-3 6.7B, one TP rank of 8 (its collectives are not timed here).
     ("gpt6.7b-tp8", "--layers 1 --hidden 4096 --heads 32 --seq 1024 --micro-batch 8 "
-     "--global-batch 8 --tp 8", False),
+     "--global-batch 8 --tp 8", True),
     # The 1T row's shapes, one TP rank of 8, micro-batch 1.
     ("gpt1t-tp8", "--layers 1 --hidden 25600 --heads 160 --seq 2048 --micro-batch 1 "
-     "--global-batch 1 --tp 8 --recompute", False),
+     "--global-batch 1 --tp 8 --recompute", True),
 ]
 SELFTEST = [("toy", "--layers 1 --hidden 64 --heads 4 --seq 32 --micro-batch 2 --global-batch 2 "
-             "--vocab 128 --recompute", True)]
+             "--vocab 128 --recompute", True),
+            ("toy-tp2", "--layers 1 --hidden 64 --heads 4 --seq 32 --micro-batch 2 "
+             "--global-batch 2 --vocab 128 --tp 2", True)]
 COPY_CAP = 2 << 30
 
 
@@ -144,29 +147,30 @@ def time_op(torch, device, key, reps):
     return r, (total / 2) / half
 
 
-def layer_module(torch, h, heads, ffn):
+def layer_module(torch, h, heads, d, ffn):
     nn = torch.nn
     F = torch.nn.functional
+    inner = heads * d  # h, or h / TP for one TP rank's share
 
     class Layer(nn.Module):
         """Megatron-LM's GPT layer of 2021 in plain PyTorch: [s, b, h] activations, attention as
-        baddbmm, softmax and dropout, bmm (no FlashAttention), GeLU MLP, dropout on residuals."""
+        baddbmm, softmax and dropout, bmm (no FlashAttention), GeLU MLP, dropout on residuals;
+        `heads` and `ffn` of one TP rank, without its collectives."""
 
         def __init__(self):
             super().__init__()
             self.ln1, self.ln2 = nn.LayerNorm(h), nn.LayerNorm(h)
-            self.qkv, self.proj = nn.Linear(h, 3 * h), nn.Linear(h, h)
+            self.qkv, self.proj = nn.Linear(h, 3 * inner), nn.Linear(inner, h)
             self.fc1, self.fc2 = nn.Linear(h, ffn), nn.Linear(ffn, h)
 
         def forward(self, x):
             s, b, _ = x.shape
-            d = h // heads
             q, k, v = self.qkv(self.ln1(x)).view(s, b * heads, 3, d).unbind(2)
             q, k, v = (t.transpose(0, 1) for t in (q, k, v))  # [b a, s, d]
             scores = torch.baddbmm(torch.empty(b * heads, s, s, dtype=x.dtype, device=x.device),
                                    q, k.transpose(1, 2), beta=0.0, alpha=d ** -0.5)
             p = F.dropout(torch.softmax(scores, dim=-1), 0.1, self.training)
-            ctx = torch.bmm(p, v).transpose(0, 1).reshape(s, b, h)
+            ctx = torch.bmm(p, v).transpose(0, 1).reshape(s, b, inner)
             x = x + F.dropout(self.proj(ctx), 0.1, self.training)
             return x + F.dropout(self.fc2(F.gelu(self.fc1(self.ln2(x)))), 0.1, self.training)
 
@@ -174,24 +178,24 @@ def layer_module(torch, h, heads, ffn):
 
 
 def time_layer(torch, device, workload, reps):
-    """Forward and backward of one layer with full recomputation (torch.utils.checkpoint)."""
+    """Forward and backward of one layer; with full recomputation (torch.utils.checkpoint) where
+    the workload recomputes."""
     import torch.utils.checkpoint as cp
-    spec = workload["name"]  # gpt-l1-h2304
-    h = int(spec.split("-h")[1])
     ops = workload["ranks"][0]["ops"]
     qk = next(o for o in ops if o["id"].endswith(".l0.qk"))
     fc1 = next(o for o in ops if o["id"].endswith(".l0.fc1"))
-    s = qk["m"]
-    heads_total = qk["batch"]
-    tokens = fc1["m"]
-    b = tokens // s
-    heads = heads_total // b
-    layer = layer_module(torch, h, heads, fc1["n"]).to(device=device, dtype=torch.bfloat16)
+    h, s, d = fc1["k"], qk["m"], qk["k"]
+    b = fc1["m"] // s
+    heads = qk["batch"] // b  # of this TP rank
+    recompute = any(".re." in o["id"] for o in ops)
+    with torch.device(device):  # initialized there: the 1T share has a billion parameters
+        layer = layer_module(torch, h, heads, d, fc1["n"])
+    layer = layer.to(dtype=torch.bfloat16)
     x = torch.randn(s, b, h, device=device, dtype=torch.bfloat16, requires_grad=True)
     grad = torch.randn(s, b, h, device=device, dtype=torch.bfloat16)
 
     def step():
-        y = cp.checkpoint(layer, x, use_reentrant=False)
+        y = cp.checkpoint(layer, x, use_reentrant=False) if recompute else layer(x)
         y.backward(grad)
 
     return timer(torch, device, step, reps)
@@ -219,7 +223,7 @@ def measure(args, device=None):
         if c["layer"]:
             med, lo, hi = time_layer(torch, device, w, args.reps)
             result["layers"].append({"config": c["name"], "us": [med, lo, hi]})
-            print(f"{c['name']:14s} {'layer fwd+bwd, recomputed':32s} {med:12.1f} us", flush=True)
+            print(f"{c['name']:14s} {'layer fwd+bwd':32s} {med:12.1f} us", flush=True)
         if device == "cuda":
             torch.cuda.empty_cache()  # each config's tensors gone before the next one's
     out = os.path.join(args.dir, "measured.json") if not args.out else args.out
@@ -238,7 +242,8 @@ def sim_gpu(device):
 
 
 def predicted(sim, gen, gpu):
-    """{key: predicted us} and the layer's predicted time, from tessera_sim's trace."""
+    """{key: predicted us} and the layer's predicted computation (its GEMMs and memory-bound
+    ops, not its TP collectives), from tessera_sim's trace."""
     with tempfile.TemporaryDirectory() as tmp:
         wpath, tpath = os.path.join(tmp, "w.json"), os.path.join(tmp, "t.json")
         subprocess.run([sim, "--workload", "gpt", *gen.split(), "--gpu", gpu, "--write", wpath,
@@ -256,7 +261,7 @@ def predicted(sim, gen, gpu):
         k = op_key(op)
         if k is not None:
             out.setdefault(k, dur[op["id"]])
-        if ".l0." in op["id"] and op["stream"] == "compute":
+        if ".l0." in op["id"] and op["op"] in ("gemm", "memory", "attention"):
             layer += dur[op["id"]]
     return out, layer
 
@@ -297,7 +302,7 @@ def compare(args, measured_path=None):
                   f"{tot_m / 1e3:10.3f} ms{'':17s} {tot_m / tot_p:9.3f}")
         for lay in (x for x in m["layers"] if x["config"] == name):
             med, lo, hi = lay["us"]
-            print(f"{name:14s} {'layer fwd+bwd+recompute, PyTorch':61s} {layer_pred / 1e3:10.3f} "
+            print(f"{name:14s} {'its layer as a PyTorch module, fwd+bwd':61s} {layer_pred / 1e3:10.3f} "
                   f"{med / 1e3:10.3f} ms ({lo / 1e3:.3f}-{hi / 1e3:.3f}) {med / layer_pred:9.3f}")
     print(f"# largest single-op error: {worst * 100:.1f}%")
 
@@ -313,9 +318,9 @@ def selftest(args):
         with open(os.path.join(tmp, "measured.json")) as f:
             m = json.load(f)
         kinds = {r["key"][0] for r in m["ops"]}
-        if kinds != {"gemm", "memory"} or len(m["layers"]) != 1:
+        if kinds != {"gemm", "memory"} or len(m["layers"]) != len(SELFTEST):
             raise SystemExit(f"gpu_model_check selftest: measured {kinds}, {len(m['layers'])} "
-                             "layers; expected gemm and memory ops and one layer")
+                             f"layers; expected gemm and memory ops and {len(SELFTEST)} layers")
     print("gpu_model_check selftest: ok")
 
 
