@@ -88,7 +88,7 @@ done <<'TABLE'
 TABLE
 printf '%s\n' "${ratios[@]}" | sort -g | awk '{r[NR] = $1} END {
   printf "%-50s %10s %10.3f %-8s (min %.3f, max %.3f)\n", "  Table 1, simulated over published: median", "-",
-    (r[5] + r[6]) / 2, "ratio", r[1], r[NR] }'
+    (r[int((NR + 1) / 2)] + r[int(NR / 2) + 1]) / 2, "ratio", r[1], r[NR] }'
 for pair in "8 126 2240" "10 121 2800" "12 113 3360"; do
   set -- $pair
   row "MT-NLG 530B, TP8 PP35, $3 A100, batch 1920" "$2" \
