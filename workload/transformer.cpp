@@ -308,9 +308,15 @@ struct Emitter {
           wait[static_cast<size_t>(c)] =
               backwardBlock(p, block, chunkTokens, scale, wait[static_cast<size_t>(c)], domino);
         }
+      // A separate accumulation kernel adds this micro-batch's gradients to the earlier ones'.
+      if (mb > 0 && sp.gradAccumBytes > 0)
+        memory(m + "l" + std::to_string(l) + ".grad_acc", layerParams() * sp.gradAccumBytes);
       if (mb == lastMicroBatch && sp.dpOverlap && sp.dp > 1) reduceGradients(m, l, 1);
     }
     if (first) memory(m + "embed_bwd", 2.0 * tokens * H * kAct);
+    // The (tied) embedding's gradient, accumulated on the first and last stages.
+    if ((first || lastStage) && mb > 0 && sp.gradAccumBytes > 0)
+      memory(m + "embed_grad_acc", V * H / T * sp.gradAccumBytes);
   }
   int lastMicroBatch = -1;
   int wrapPrev = -1, wrapNext = -1;   // interleaved: the last stage for stage 0, and back
@@ -369,9 +375,8 @@ struct Emitter {
     const double shard = sp.dpMode == DpMode::kZero ? sp.dp : 1;
     Op op;
     op.kind = OpKind::kMemory;
-    // Adam: fp32 parameter, gradient, m and v read (16 B), parameter, m and v written (12 B),
-    // the bf16 copy written (2 B).
-    op.bytes = (params + embed) / shard * 30;
+    // TransformerSpec::optimizerBytes per parameter (30: one fused Adam kernel).
+    op.bytes = (params + embed) / shard * sp.optimizerBytes;
     afterAll(push(op, "optimizer", compute, {}), waits);
     if (sp.dpMode == DpMode::kZero && sp.dp > 1)
       collective("dp.params.ag", Collective::kAllGather, g.dp, (params + embed) * kAct, dpStream,
@@ -555,6 +560,10 @@ Result makeTransformerStep(const TransformerSpec& sp, Workload* out) {
       (sp.dominoSplit < 1 || tokens % static_cast<uint64_t>(sp.dominoSplit * sp.tp) != 0))
     return bad("domino: the micro-batch's tokens must split evenly into parts of TP rows");
   if (sp.gradBytes != 2 && sp.gradBytes != 4) return bad("gradient bytes must be 2 or 4");
+  if (!(sp.optimizerBytes >= 0 && sp.optimizerBytes <= 1024))
+    return bad("the optimizer's bytes per parameter must be in 0..1024");
+  if (!(sp.gradAccumBytes >= 0 && sp.gradAccumBytes <= 1024))
+    return bad("gradient accumulation's bytes per parameter must be in 0..1024");
   if (sp.recompute && sp.recomputeSelective)
     return bad("full and selective recomputation exclude each other");
   const int gpus = sp.gpus();

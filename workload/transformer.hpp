@@ -52,6 +52,18 @@ struct TransformerSpec {
   bool inference = false;  // forward passes only (a prefill of every micro-batch)
   int decodeTokens = 0;    // inference: then this many tokens generated per sequence (KV cache)
   int gradBytes = 4;       // gradients reduced in fp32 (Megatron-LM's default)
+  // The optimizer step's memory traffic per parameter (of the rank's share; ZeRO divides it by
+  // DP). 30: one fused Adam kernel (fp32 parameter, gradient, m, v read; parameter, m, v written;
+  // the 16-bit copy written). Frameworks that run the mixed-precision step as several kernels
+  // move more: Megatron-LM's (megatron/optimizer/optimizer.py) copies the 16-bit gradients to
+  // fp32, unscales them, takes their norm, runs Adam, then copies the parameters back to 16 bits
+  // (perf/sim_workload_validate.sh counts its bytes).
+  double optimizerBytes = 30;
+  // Gradient accumulation across micro-batches as a kernel of its own, bytes per parameter for
+  // each micro-batch after the first (after each layer's backward): 6 for autograd's 16-bit
+  // `grad += new` (Megatron-LM of 2021 without contiguous buffers). 0: accumulated inside the
+  // weight-gradient GEMM (Megatron-LM's gradient_accumulation_fusion, its default since 2022).
+  double gradAccumBytes = 0;
   // Pipeline exchanges as Megatron-LM of 2021 made them (NVIDIA/Megatron-LM, commit de7dc40,
   // megatron/p2p_communication.py): scatter/gather (with TP > 1 and no sequence parallelism, each
   // TP rank sends 1/TP of the activation and the receivers all-gather it; its default then), and

@@ -44,6 +44,10 @@ constexpr const char* kUsage =
     "    --zero            DP as ZeRO: reduce-scatter gradients, all-gather parameters\n"
     "    --dp-overlap      each layer's gradients reduced as its backward ends\n"
     "    --grad-bytes B    gradients reduced in 4 (fp32, default) or 2 bytes (fp16/bf16)\n"
+    "    --optimizer-bytes B  the optimizer step's memory traffic per parameter (30: one fused\n"
+    "                      Adam kernel; Megatron-LM's mixed-precision step moves more)\n"
+    "    --grad-accum-bytes B  gradient accumulation as a kernel of its own: bytes per parameter\n"
+    "                      for each micro-batch after the first (0, default: inside the GEMM)\n"
     "    --pp-scatter-gather  pipeline sends of 1/TP each, all-gathered over TP on arrival\n"
     "    --pp-blocking     compute waits for each pipeline send (Megatron-LM 2021's exchanges)\n"
     "    --inference       forward passes only (a prefill of every micro-batch)\n"
@@ -105,6 +109,7 @@ int workloadMain(int argc, char** argv) {
   std::string source, traceFile, writeTo, csvFile;
   EngineOptions opt;
   bool sweep = false, compareSchedules = false, platformGiven = false;
+  int bytesArg = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     const char* v = nullptr;
@@ -142,6 +147,12 @@ int workloadMain(int argc, char** argv) {
     } else if (a == "--grad-bytes") {
       if (!intArg(2, 4, &sp.gradBytes) || sp.gradBytes == 3)
         return usage("--grad-bytes: expected 2 or 4");
+    } else if (a == "--optimizer-bytes") {
+      if (!intArg(0, 1024, &bytesArg)) return usage("--optimizer-bytes: expected 0..1024");
+      sp.optimizerBytes = bytesArg;
+    } else if (a == "--grad-accum-bytes") {
+      if (!intArg(0, 1024, &bytesArg)) return usage("--grad-accum-bytes: expected 0..1024");
+      sp.gradAccumBytes = bytesArg;
     } else if (a == "--pp-scatter-gather") {
       sp.ppScatterGather = true;
     } else if (a == "--pp-blocking") {

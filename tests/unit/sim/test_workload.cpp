@@ -614,6 +614,71 @@ TEST(TransformerSchedules, MemoryEstimateIsStatesPlusActivationsInFlight) {
   EXPECT_EQ(g.memCapacityGB, 141);
 }
 
+TEST(TransformerSchedules, TheOptimizerAndGradientAccumulationAreMemoryKernels) {
+  TransformerSpec sp = smallGpt();  // TP 2, PP 1, 4 micro-batches, 2 layers, hidden 512
+  EngineOptions opt;
+  opt.fixedCollectiveUs = 10;
+  Workload w;
+  StepReport fused, separate, bigStep;
+  ASSERT_EQ(makeTransformerStep(sp, &w), tsrSuccess) << lastErrorMessage();
+  ASSERT_EQ(simulateWorkload(w, opt, &fused), tsrSuccess) << lastErrorMessage();
+  for (const Op& op : w.ranks[0].ops) EXPECT_EQ(op.id.find("grad_acc"), std::string::npos);
+  const double H = 512, T = 2, V = 1024;
+  const double layerParams = (12 * H * H + 13 * H) / T, embed = V * H / T;
+  const Rank& r = w.ranks[0];
+  EXPECT_DOUBLE_EQ(r.ops[indexOf(r, "optimizer")].bytes, (2 * layerParams + embed) * 30);
+
+  // Accumulation as a kernel of its own: after each layer's backward of every micro-batch but
+  // the first, and once for the embedding's gradient.
+  sp.gradAccumBytes = 6;
+  ASSERT_EQ(makeTransformerStep(sp, &w), tsrSuccess) << lastErrorMessage();
+  ASSERT_EQ(simulateWorkload(w, opt, &separate), tsrSuccess) << lastErrorMessage();
+  const Rank& a = w.ranks[0];
+  int layerAcc = 0, embedAcc = 0;
+  for (const Op& op : a.ops) {
+    if (op.id.find("grad_acc") == std::string::npos) continue;
+    EXPECT_EQ(op.kind, OpKind::kMemory) << op.id;
+    EXPECT_NE(op.id.rfind("mb0.", 0), 0u) << "the first micro-batch has nothing to add to";
+    if (op.id.find("embed_grad_acc") != std::string::npos) {
+      ++embedAcc;
+      EXPECT_DOUBLE_EQ(op.bytes, embed * 6);
+    } else {
+      ++layerAcc;
+      EXPECT_DOUBLE_EQ(op.bytes, layerParams * 6);
+    }
+  }
+  EXPECT_EQ(layerAcc, 3 * 2);
+  EXPECT_EQ(embedAcc, 3);
+  EXPECT_GT(indexOf(a, "mb2.l1.grad_acc"), indexOf(a, "mb2.l1.b.qkv_wgrad"));
+  EXPECT_LT(indexOf(a, "mb2.l1.grad_acc"), indexOf(a, "mb2.l0.b.drop2_bwd"));
+  EXPECT_EQ(a.ops[indexOf(a, "mb2.l1.grad_acc")].stream,
+            a.ops[indexOf(a, "mb2.l1.b.qkv_wgrad")].stream);
+  // On the compute stream, beside nothing: the step grows by exactly their memory time.
+  GpuModel gpu;
+  ASSERT_EQ(gpuModelPreset("h100", &gpu), tsrSuccess);
+  EXPECT_NEAR(separate.stepUs - fused.stepUs,
+              6 * memoryUs(gpu, layerParams * 6) + 3 * memoryUs(gpu, embed * 6),
+              1e-6 * fused.stepUs);
+
+  // A step moving 54 bytes a parameter (Megatron-LM's mixed-precision step) instead of 30.
+  sp.gradAccumBytes = 0;
+  sp.optimizerBytes = 54;
+  ASSERT_EQ(makeTransformerStep(sp, &w), tsrSuccess) << lastErrorMessage();
+  ASSERT_EQ(simulateWorkload(w, opt, &bigStep), tsrSuccess) << lastErrorMessage();
+  const double params = 2 * layerParams + embed;
+  EXPECT_DOUBLE_EQ(w.ranks[0].ops[indexOf(w.ranks[0], "optimizer")].bytes, params * 54);
+  EXPECT_NEAR(bigStep.stepUs - fused.stepUs,
+              memoryUs(gpu, params * 54) - memoryUs(gpu, params * 30), 1e-6 * fused.stepUs);
+
+  sp.optimizerBytes = -1;
+  EXPECT_NE(makeTransformerStep(sp, &w), tsrSuccess);
+  EXPECT_NE(std::string(lastErrorMessage()).find("optimizer"), std::string::npos);
+  sp.optimizerBytes = 30;
+  sp.gradAccumBytes = 1e9;
+  EXPECT_NE(makeTransformerStep(sp, &w), tsrSuccess);
+  EXPECT_NE(std::string(lastErrorMessage()).find("accumulation"), std::string::npos);
+}
+
 TEST(TransformerSchedules, BadShapesGetASentence) {
   TransformerSpec sp = smallGpt();
   Workload w;
