@@ -21,19 +21,41 @@
 #     after the backward: guesses that slowed the simulated steps and hid part of the gap below.
 #     The table's parameters are checked against that script's (layers, hidden, heads, TP, PP,
 #     GPUs, batch: all ten agree).
+#     The optimizer and the gradients' accumulation as that code ran them (fp16 without
+#     contiguous gradient buffers): autograd adds each micro-batch's fp16 gradients to the earlier
+#     ones (6 bytes a parameter for each micro-batch after the first: --grad-accum-bytes 6); the
+#     step (megatron/optimizer/optimizer.py) copies the gradients to fp32 (6), unscales them (8),
+#     takes their norm for --clip-grad 1.0 (4; the scaling when it clips is not counted), runs
+#     apex's FusedAdam (28) and copies the parameters back to fp16 (6), and the data-parallel
+#     reduction flattens (megatron/model/distributed.py; PyTorch's DDP copies them into its
+#     buckets), divides and copies back the gradients (12): --optimizer-bytes 64.
 #   MT-NLG 530B (Smith et al., 2022, section 2.4): 105 layers, hidden 20480, 128 heads, vocabulary
 #     50,272, TP 8, PP 35, batch 1920 on 280/350/420 DGX A100: 126/121/113 TFLOP/s per GPU. Selene's
 #     DGX A100 have 80 GB A100s (the Microsoft Research and NVIDIA blogs announcing MT-NLG); this
 #     header said 40GB up to 2026-12-06, which the simulation never used.
 #   Korthikanti et al. ("Reducing Activation Recomputation in Large Transformer Models", MLSys
-#     2023, its abstract): a 530B GPT-3 style model on 2240 A100, model FLOPs utilization (MFU:
-#     72 B s l h^2 (1 + s/6h + V/16lh) over the peak) 42.1% with full recomputation, 54.2% with
-#     sequence parallelism and selective recomputation ("29% faster"). The model is MT-NLG's shape
-#     (105 layers, hidden 20480, 128 heads) with TP 8, PP 35, DP 8; the batch is not in the
-#     abstract: 1920, MT-NLG's on those 2240 GPUs (assumed; at 2240 the MFUs rise by 0.9 and 1.2
-#     points). Its runs are 2022's Megatron-LM on the same machine as the 2021 rows above, whose
-#     pipeline exchanges were still 2021's (scatter/gather by default, a torch.cuda.synchronize()
-#     after each: megatron/p2p_communication.py through 2022).
+#     2023, arXiv 2205.05198), 2022's Megatron-LM on the same Selene (A100 80GB, 8 HDR NICs a
+#     node): Table 3's configurations (vocabulary 51,200, sequence 2048, TP 8, no data
+#     parallelism; 22B: 64 heads, hidden 6144, 48 layers, PP 1, batch 4, micro-batch 4; 175B: 96,
+#     12288, 96, PP 8, 64 GPUs, batch 64; 530B: 128, 20480, 105, PP 35, 280 GPUs, batch 280; 1T:
+#     160, 25600, 128, PP 64, 512 GPUs, batch 512; micro-batch 1 but 22B's; section 6: the
+#     interleaved schedule with 3 chunks a stage for 175B and 530B), each run with full
+#     recomputation and as "present work" (sequence parallelism and selective recomputation).
+#     Table 4: one layer of the 22B model, forward and backward (ms) in five settings; the
+#     simulated layer is layer 10 of the first micro-batch, its backward with its recomputation.
+#     Table 5: the iteration times (s). Section 6.3 and the abstract: the 530B model with DP 8 on
+#     2240 GPUs (batch 8 x 280, gradients all-reduced after the backward, not overlapped):
+#     39.15 s and MFU 54.2% as present work, MFU 42.1% with full recomputation (MFU: 72 B s l h^2
+#     (1 + s/6h + V/16lh) over the peak). Its pipeline exchanges were still 2021's (scatter/gather
+#     without sequence parallelism, a torch.cuda.synchronize() after each:
+#     megatron/p2p_communication.py through 2022). Its code of May 2022 (commit 55ba1f7)
+#     accumulates the gradients inside the weight-gradient GEMMs into contiguous buffers
+#     (gradient_accumulation_fusion, its default: no kernel of their own), fp16 ones (assumed:
+#     --accumulate-allreduce-grads-in-fp32 was not its default, and the paper does not say; so
+#     --grad-bytes 2), and its step moves 54 bytes a parameter (2021's 52, and the buffers
+#     zeroed: 2), 58 with DP (the buffers divided before the all-reduce: 4). Up to 2026-12-07
+#     this script ran the 2240-GPU rows with batch 1920 and the plain 1F1B schedule (guesses: the
+#     paper says 8 x 280 and interleaving), which put them within 5.1% and 8.5%.
 #   FLUX (bytedance/flux, docs/performance_report.md), TP 8 on 8 x H800 and on 8 x A800, bf16:
 #     AllGather+GEMM (M, K, N) = (4096, 12288, 49152), GEMM+ReduceScatter (4096, 49152, 12288);
 #     the total with PyTorch + NCCL and fused, and the baseline's parts on their own (its
@@ -67,7 +89,7 @@ ratios=()
 while read -r name heads hidden layers tp pp gpus batch mbs ddp chunks published; do
   args=(--layers "$layers" --hidden "$hidden" --heads "$heads" --global-batch "$batch" --tp "$tp"
     --pp "$pp" --dp $((gpus / (tp * pp))) --micro-batch "$mbs" --grad-bytes 2
-    --pp-scatter-gather --pp-blocking)
+    --pp-scatter-gather --pp-blocking --optimizer-bytes 64 --grad-accum-bytes 6)
   [[ $ddp == torch ]] && args+=(--dp-overlap)
   ((chunks > 1)) && args+=(--interleave "$chunks")
   label="Megatron $name, TP$tp PP$pp, $gpus A100, batch $batch"
@@ -95,15 +117,68 @@ for pair in "8 126 2240" "10 121 2800" "12 113 3360"; do
     "$(gpt --layers 105 --hidden 20480 --heads 128 --vocab 50272 --global-batch 1920 --tp 8 \
       --pp 35 --dp "$1" | tflops)" TFLOP/s
 done
-k530=(--layers 105 --hidden 20480 --heads 128 --global-batch 1920 --tp 8 --pp 35 --dp 8
-  --pp-scatter-gather --pp-blocking)
-full=$(gpt "${k530[@]}" | tflops)
-sel=$(a100 "${k530[@]}" --sp --recompute-selective | tflops)
+# Korthikanti et al. 2022: Table 4 (the 22B layer), Table 5 (iteration times, no DP), then the
+# 530B model with DP 8 (section 6.3 and the abstract).
+layer=$(mktemp)
+trap 'rm -f "$layer"' EXIT
+# Layer 10's forward and backward (its recomputation included) of the first micro-batch, ms.
+layerms() {
+  python3 - "$layer" <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))
+ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+spans = {True: [], False: []}
+for e in ev:
+    n = e.get("name", "")
+    if e.get("ph") == "X" and n.startswith("mb0.l10."):
+        rest = n[len("mb0.l10."):]
+        spans[rest.startswith(("re.", "b."))].append((e["ts"], e["ts"] + e["dur"]))
+ms = lambda v: (max(b for _, b in v) - min(a for a, _ in v)) / 1e3
+print(ms(spans[False]), ms(spans[True]))
+PY
+}
+k22=(--layers 48 --hidden 6144 --heads 64 --tp 8 --pp 1 --dp 1 --global-batch 4 --micro-batch 4
+  --pp-blocking --optimizer-bytes 54 --grad-bytes 2)
+while read -r label fwd bwd flags; do
+  [[ $flags == - ]] && flags=
+  a100 "${k22[@]}" ${flags//,/ } --trace "$layer" >/dev/null
+  read -r sf sb < <(layerms)
+  row "Korthikanti 22B layer, $label: forward" "$fwd" "$sf" ms
+  row "  backward" "$bwd" "$sb" ms
+  row "  forward and backward" "$(awk -v f="$fwd" -v b="$bwd" 'BEGIN {print f + b}')" \
+    "$(awk -v f="$sf" -v b="$sb" 'BEGIN {print f + b}')" ms
+done <<'TABLE'
+no-recompute 7.7 11.9 -
+sequence-parallel 7.2 11.8 --sp
+full-recompute 7.7 19.5 --recompute
+selective 7.7 13.2 --recompute-selective
+selective+SP 7.2 13.1 --recompute-selective,--sp
+TABLE
+while read -r name heads hidden layers pp gpus batch mbs chunks full present; do
+  k=(--layers "$layers" --hidden "$hidden" --heads "$heads" --tp 8 --pp "$pp" --dp 1
+    --global-batch "$batch" --micro-batch "$mbs" --pp-blocking --optimizer-bytes 54 --grad-bytes 2)
+  ((chunks > 1)) && k+=(--interleave "$chunks")
+  row "Korthikanti $name, TP8 PP$pp, $gpus A100: full recompute" "$full" \
+    "$(gpt "${k[@]}" --pp-scatter-gather | stepms | awk '{print $1 / 1e3}')" s
+  row "  with sequence parallelism, selective recompute" "$present" \
+    "$(a100 "${k[@]}" --sp --recompute-selective | stepms | awk '{print $1 / 1e3}')" s
+done <<'TABLE'
+22B 64 6144 48 1 8 4 4 1 1.42 1.10
+175B 96 12288 96 8 64 64 1 3 18.13 13.75
+530B 128 20480 105 35 280 280 1 3 49.05 37.83
+1T 160 25600 128 64 512 512 1 1 94.42 71.49
+TABLE
+k530=(--layers 105 --hidden 20480 --heads 128 --global-batch 2240 --tp 8 --pp 35 --dp 8
+  --interleave 3 --pp-blocking --optimizer-bytes 58 --grad-bytes 2)
+full=$(gpt "${k530[@]}" --pp-scatter-gather | tflops)
+selout=$(a100 "${k530[@]}" --sp --recompute-selective)
+sel=$(echo "$selout" | tflops)
 # MFU: full recomputation's TFLOP/s count its 4/3 (Narayanan et al.'s 96); selective's do not.
 mfull=$(awk -v t="$full" 'BEGIN {print t * 0.75 / 312 * 100}')
 msel=$(awk -v t="$sel" 'BEGIN {print t / 312 * 100}')
-row "Korthikanti 530B, 2240 A100: MFU, full recompute" 42.1 "$mfull" "% MFU"
+row "Korthikanti 530B, DP 8, 2240 A100: MFU, full recompute" 42.1 "$mfull" "% MFU"
 row "  with sequence parallelism, selective recompute" 54.2 "$msel" "% MFU"
+row "  its iteration time" 39.15 "$(echo "$selout" | stepms | awk '{print $1 / 1e3}')" s
 awk -v a="$mfull" -v b="$msel" 'BEGIN {
   printf "%-50s %10s %10.3f %-8s %+6.2fx\n", "  its speedup over full recomputation", "1.29x", b / a, "speedup", b / a - 1.29 }'
 w=perf/workloads
@@ -141,7 +216,8 @@ if [[ -x /usr/bin/time ]]; then
   /usr/bin/time -f "# scale: the 1T step on 3072 GPUs took %e s of wall time, peak memory %M KB" \
     "$sim" --workload gpt --seq 2048 --vocab 51200 --recompute --gpu a100 --layers 128 \
     --hidden 25600 --heads 160 --global-batch 3072 --tp 8 --pp 64 --dp 6 --grad-bytes 2 \
-    --pp-scatter-gather --pp-blocking 2>&1 >/dev/null | tail -1
+    --pp-scatter-gather --pp-blocking --optimizer-bytes 64 --grad-accum-bytes 6 2>&1 >/dev/null |
+    tail -1
   # An all-reduce of 256 MiB on 8,192 ranks (1,024 DGX H100 nodes): the double binary tree, whose
   # plan does not grow with the ranks (docs/WORKLOADS.md says why the other families' do). About
   # 3.5 minutes here. Then what the tuner would run there, not simulated.
