@@ -53,7 +53,11 @@
 #     (gradient_accumulation_fusion, its default: no kernel of their own), fp16 ones (assumed:
 #     --accumulate-allreduce-grads-in-fp32 was not its default, and the paper does not say; so
 #     --grad-bytes 2), and its step moves 54 bytes a parameter (2021's 52, and the buffers
-#     zeroed: 2), 58 with DP (the buffers divided before the all-reduce: 4). Up to 2026-12-07
+#     zeroed: 2), 58 with DP (the buffers divided before the all-reduce: 4). Its backward
+#     all-reduces (reduce-scatters with SP) a column-parallel layer's input gradient beside the
+#     layer's weight-gradient GEMM (async_tensor_model_parallel_allreduce, default on at 55ba1f7;
+#     the paper credits it for full recomputation's 39% overhead on the 22B layer, not 33%):
+#     --tp-async-backward. Up to 2026-12-07
 #     this script ran the 2240-GPU rows with batch 1920 and the plain 1F1B schedule (guesses: the
 #     paper says 8 x 280 and interleaving), which put them within 5.1% and 8.5%.
 #   FLUX (bytedance/flux, docs/performance_report.md), TP 8 on 8 x H800 and on 8 x A800, bf16:
@@ -138,25 +142,35 @@ print(ms(spans[False]), ms(spans[True]))
 PY
 }
 k22=(--layers 48 --hidden 6144 --heads 64 --tp 8 --pp 1 --dp 1 --global-batch 4 --micro-batch 4
-  --pp-blocking --optimizer-bytes 54 --grad-bytes 2)
-while read -r label fwd bwd flags; do
+  --pp-blocking --optimizer-bytes 54 --grad-bytes 2 --tp-async-backward)
+# Each setting's overhead over the first (Table 4's last column, published rounded to 1%).
+base=
+while read -r label fwd bwd overhead flags; do
   [[ $flags == - ]] && flags=
   a100 "${k22[@]}" ${flags//,/ } --trace "$layer" >/dev/null
   read -r sf sb < <(layerms)
+  both=$(awk -v f="$sf" -v b="$sb" 'BEGIN {print f + b}')
   row "Korthikanti 22B layer, $label: forward" "$fwd" "$sf" ms
   row "  backward" "$bwd" "$sb" ms
-  row "  forward and backward" "$(awk -v f="$fwd" -v b="$bwd" 'BEGIN {print f + b}')" \
-    "$(awk -v f="$sf" -v b="$sb" 'BEGIN {print f + b}')" ms
+  row "  forward and backward" "$(awk -v f="$fwd" -v b="$bwd" 'BEGIN {print f + b}')" "$both" ms
+  if [[ -z $base ]]; then
+    base=$both
+  else
+    awk -v p="$overhead" -v s="$both" -v b="$base" 'BEGIN {
+      printf "%-50s %9s%% %9.1f%% %-8s %+6.1f pt\n", "  its overhead over no recomputation", p,
+        (s / b - 1) * 100, "overhead", (s / b - 1) * 100 - p }'
+  fi
 done <<'TABLE'
-no-recompute 7.7 11.9 -
-sequence-parallel 7.2 11.8 --sp
-full-recompute 7.7 19.5 --recompute
-selective 7.7 13.2 --recompute-selective
-selective+SP 7.2 13.1 --recompute-selective,--sp
+no-recompute 7.7 11.9 0 -
+sequence-parallel 7.2 11.8 -3 --sp
+full-recompute 7.7 19.5 39 --recompute
+selective 7.7 13.2 7 --recompute-selective
+selective+SP 7.2 13.1 4 --recompute-selective,--sp
 TABLE
 while read -r name heads hidden layers pp gpus batch mbs chunks full present; do
   k=(--layers "$layers" --hidden "$hidden" --heads "$heads" --tp 8 --pp "$pp" --dp 1
-    --global-batch "$batch" --micro-batch "$mbs" --pp-blocking --optimizer-bytes 54 --grad-bytes 2)
+    --global-batch "$batch" --micro-batch "$mbs" --pp-blocking --optimizer-bytes 54 --grad-bytes 2
+    --tp-async-backward)
   ((chunks > 1)) && k+=(--interleave "$chunks")
   row "Korthikanti $name, TP8 PP$pp, $gpus A100: full recompute" "$full" \
     "$(gpt "${k[@]}" --pp-scatter-gather | stepms | awk '{print $1 / 1e3}')" s
@@ -169,7 +183,7 @@ done <<'TABLE'
 1T 160 25600 128 64 512 512 1 1 94.42 71.49
 TABLE
 k530=(--layers 105 --hidden 20480 --heads 128 --global-batch 2240 --tp 8 --pp 35 --dp 8
-  --interleave 3 --pp-blocking --optimizer-bytes 58 --grad-bytes 2)
+  --interleave 3 --pp-blocking --optimizer-bytes 58 --grad-bytes 2 --tp-async-backward)
 full=$(gpt "${k530[@]}" --pp-scatter-gather | tflops)
 selout=$(a100 "${k530[@]}" --sp --recompute-selective)
 sel=$(echo "$selout" | tflops)

@@ -223,7 +223,8 @@ struct Emitter {
       } else {
         gemm(p + "fc1_dgrad", tokens, H, F / T);
         wait = tpComm(p + (spar ? "rs_g2" : "ar_g2"),
-                      spar ? Collective::kReduceScatter : Collective::kAllReduce, actBytes, domino);
+                      spar ? Collective::kReduceScatter : Collective::kAllReduce, actBytes,
+                      domino || sp.tpAsyncBackward);
       }
       gemm(p + "fc1_wgrad", H, F / T, tokens);  // beside the collective: it needs only dY and X
       return wait;
@@ -246,7 +247,8 @@ struct Emitter {
     } else {
       gemm(p + "qkv_dgrad", tokens, H, 3 * H / T);
       wait = tpComm(p + (spar ? "rs_g1" : "ar_g1"),
-                    spar ? Collective::kReduceScatter : Collective::kAllReduce, actBytes, domino);
+                    spar ? Collective::kReduceScatter : Collective::kAllReduce, actBytes,
+                    domino || sp.tpAsyncBackward);
     }
     gemm(p + "qkv_wgrad", H, 3 * H / T, tokens);
     return wait;  // the next block's first op (ln1_bwd, or the next layer's) waits for it
@@ -312,6 +314,15 @@ struct Emitter {
       if (mb > 0 && sp.gradAccumBytes > 0)
         memory(m + "l" + std::to_string(l) + ".grad_acc", layerParams() * sp.gradAccumBytes);
       if (mb == lastMicroBatch && sp.dpOverlap && sp.dp > 1) reduceGradients(m, l, 1);
+    }
+    // The input gradient is whole when the first layer's last TP collective has ended (on the tp
+    // stream with Domino or the asynchronous backward): the embedding's backward and the send to
+    // the previous stage wait for it.
+    if (std::any_of(wait.begin(), wait.end(), [](int64_t w) { return w >= 0; })) {
+      Op joined;
+      joined.kind = OpKind::kDelay;
+      joined.us = 0;
+      afterAll(push(joined, m + "bwd.joined", compute, {}), wait);
     }
     if (first) memory(m + "embed_bwd", 2.0 * tokens * H * kAct);
     // The (tied) embedding's gradient, accumulated on the first and last stages.

@@ -70,6 +70,12 @@ struct TransformerSpec {
   // blocking (the compute stream waits for each send, which `torch.cuda.synchronize()` did).
   bool ppScatterGather = false;
   bool ppBlocking = false;
+  // Megatron-LM's asynchronous TP all-reduce in the backward (its default since 2022,
+  // `async_tensor_model_parallel_allreduce`, megatron/mpu/layers.py): a column-parallel layer's
+  // input gradient is all-reduced (reduce-scattered with sequence parallelism) on the tp stream
+  // beside its weight-gradient GEMM, and the next block waits for it. Serial schedule only (Domino
+  // does so already; fused has no separate collective).
+  bool tpAsyncBackward = false;
   std::string gpu = "h100", platform = "dgx-h100";
   int gpusPerNode = kPresetGpusPerNode;
   bool unfold = false;

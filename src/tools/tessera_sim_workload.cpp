@@ -50,6 +50,8 @@ constexpr const char* kUsage =
     "                      for each micro-batch after the first (0, default: inside the GEMM)\n"
     "    --pp-scatter-gather  pipeline sends of 1/TP each, all-gathered over TP on arrival\n"
     "    --pp-blocking     compute waits for each pipeline send (Megatron-LM 2021's exchanges)\n"
+    "    --tp-async-backward  a column-parallel layer's input-gradient all-reduce (or\n"
+    "                      reduce-scatter) beside its weight-gradient GEMM (Megatron-LM)\n"
     "    --inference       forward passes only (a prefill of every micro-batch)\n"
     "    --decode N        with --inference: then N tokens generated per sequence\n"
     "    --gpu G           a100, a800, h100 (default), h800, h200\n"
@@ -155,6 +157,8 @@ int workloadMain(int argc, char** argv) {
       sp.gradAccumBytes = bytesArg;
     } else if (a == "--pp-scatter-gather") {
       sp.ppScatterGather = true;
+    } else if (a == "--tp-async-backward") {
+      sp.tpAsyncBackward = true;
     } else if (a == "--pp-blocking") {
       sp.ppBlocking = true;
     } else if (a == "--inference") {

@@ -614,6 +614,41 @@ TEST(TransformerSchedules, MemoryEstimateIsStatesPlusActivationsInFlight) {
   EXPECT_EQ(g.memCapacityGB, 141);
 }
 
+TEST(TransformerSchedules, AsyncBackwardAllReduceRunsBesideTheWeightGradient) {
+  TransformerSpec sp = smallGpt();  // TP 2, PP 1, 4 micro-batches, 2 layers
+  EngineOptions opt;
+  opt.fixedCollectiveUs = 50;
+  Workload w;
+  StepReport serial, async;
+  ASSERT_EQ(makeTransformerStep(sp, &w), tsrSuccess) << lastErrorMessage();
+  ASSERT_EQ(simulateWorkload(w, opt, &serial), tsrSuccess) << lastErrorMessage();
+  for (const Op& op : w.ranks[0].ops) EXPECT_EQ(op.id.find("bwd.joined"), std::string::npos);
+  for (bool seqPar : {false, true}) {
+    sp.sequenceParallel = seqPar;
+    sp.tpAsyncBackward = true;
+    ASSERT_EQ(makeTransformerStep(sp, &w), tsrSuccess) << lastErrorMessage();
+    ASSERT_EQ(simulateWorkload(w, opt, &async), tsrSuccess) << lastErrorMessage();
+    const Rank& r = w.ranks[0];
+    const auto& t = async.timeline[0];
+    const std::string g2 = seqPar ? "mb1.l1.b.rs_g2" : "mb1.l1.b.ar_g2";
+    const std::string g1 = seqPar ? "mb1.l0.b.rs_g1" : "mb1.l0.b.ar_g1";
+    const size_t coll = indexOf(r, g2), wgrad = indexOf(r, "mb1.l1.b.fc1_wgrad");
+    const size_t next = indexOf(r, "mb1.l1.b.ln2_bwd");
+    EXPECT_NE(r.ops[coll].stream, r.ops[wgrad].stream)
+        << "the collective leaves the compute stream";
+    // The weight gradient runs while the collective does; the next block waits for it.
+    EXPECT_LT(t[wgrad].start, t[coll].end) << seqPar;
+    EXPECT_GE(t[next].start, t[coll].end) << seqPar;
+    // The first layer's input gradient is whole before the micro-batch's backward ends.
+    const size_t joined = indexOf(r, "mb1.bwd.joined");
+    EXPECT_GE(t[joined].start, t[indexOf(r, g1)].end);
+    EXPECT_GE(t[indexOf(r, "mb1.embed_bwd")].start, t[joined].end);
+    if (!seqPar) {
+      EXPECT_LT(async.stepUs, serial.stepUs);
+    }
+  }
+}
+
 TEST(TransformerSchedules, TheOptimizerAndGradientAccumulationAreMemoryKernels) {
   TransformerSpec sp = smallGpt();  // TP 2, PP 1, 4 micro-batches, 2 layers, hidden 512
   EngineOptions opt;
