@@ -141,8 +141,10 @@ ms = lambda v: (max(b for _, b in v) - min(a for a, _ in v)) / 1e3
 print(ms(spans[False]), ms(spans[True]))
 PY
 }
+# Megatron-LM of May 2022 as the header says (its optimizer's bytes: 54 without DP, 58 with it).
+m2022=(--pp-blocking --grad-bytes 2 --tp-async-backward)
 k22=(--layers 48 --hidden 6144 --heads 64 --tp 8 --pp 1 --dp 1 --global-batch 4 --micro-batch 4
-  --pp-blocking --optimizer-bytes 54 --grad-bytes 2 --tp-async-backward)
+  "${m2022[@]}" --optimizer-bytes 54)
 # Each setting's overhead over the first (Table 4's last column, published rounded to 1%).
 base=
 while read -r label fwd bwd overhead flags; do
@@ -169,8 +171,7 @@ selective+SP 7.2 13.1 4 --recompute-selective,--sp
 TABLE
 while read -r name heads hidden layers pp gpus batch mbs chunks full present; do
   k=(--layers "$layers" --hidden "$hidden" --heads "$heads" --tp 8 --pp "$pp" --dp 1
-    --global-batch "$batch" --micro-batch "$mbs" --pp-blocking --optimizer-bytes 54 --grad-bytes 2
-    --tp-async-backward)
+    --global-batch "$batch" --micro-batch "$mbs" "${m2022[@]}" --optimizer-bytes 54)
   ((chunks > 1)) && k+=(--interleave "$chunks")
   row "Korthikanti $name, TP8 PP$pp, $gpus A100: full recompute" "$full" \
     "$(gpt "${k[@]}" --pp-scatter-gather | stepms | awk '{print $1 / 1e3}')" s
@@ -183,7 +184,7 @@ done <<'TABLE'
 1T 160 25600 128 64 512 512 1 1 94.42 71.49
 TABLE
 k530=(--layers 105 --hidden 20480 --heads 128 --global-batch 2240 --tp 8 --pp 35 --dp 8
-  --interleave 3 --pp-blocking --optimizer-bytes 58 --grad-bytes 2 --tp-async-backward)
+  --interleave 3 "${m2022[@]}" --optimizer-bytes 58)
 full=$(gpt "${k530[@]}" --pp-scatter-gather | tflops)
 selout=$(a100 "${k530[@]}" --sp --recompute-selective)
 sel=$(echo "$selout" | tflops)
