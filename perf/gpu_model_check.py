@@ -14,7 +14,9 @@ its kernels (what the model leaves out as framework overhead). Three steps:
                  and CONFIGS' `layer` entries run as a PyTorch layer, forward and backward (with
                  recomputation where the workload has it); writes DIR/measured.json (perf/gpu_check.sh's `model` stage)
   compare DIR    here: tessera_sim's prediction of the same ops for the GPU that measured them
-                 (its --trace), side by side with the measurements; prints the table
+                 (its --trace), side by side with the measurements; prints the table, and each
+                 workload's step with the model's kernel times and with the measured ones
+                 (tessera_sim --kernel-times DIR/measured.json, which any workload can take)
 
 A memory-bound op is timed as a copy moving its bytes (read and written), at most 2 GiB a copy,
 scaled linearly beyond: it checks the model's bandwidth, not each kernel's access pattern.
@@ -277,6 +279,25 @@ def predicted(sim, gen, gpu):
     return out, layer, fwd
 
 
+def step_ms(sim, gen, gpu, kernel_times=None):
+    """tessera_sim's step for `gen` on `gpu`, ms, and (measured ops, compute ops) when
+    `kernel_times` (a measured.json) replaces the model's kernel times."""
+    cmd = [sim, "--workload", "gpt", *gen.split(), "--gpu", gpu]
+    if kernel_times:
+        cmd += ["--kernel-times", kernel_times]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    ms, used = None, None
+    for line in out.splitlines():
+        if line.startswith("step time"):
+            ms = float(line.split()[2])
+        if line.startswith("# kernel times:"):
+            w = line.split()
+            used = (int(w[3]), int(w[5]))
+    if ms is None or (kernel_times and used is None):
+        raise SystemExit(f"gpu_model_check: unexpected tessera_sim output:\n{out}")
+    return ms, used
+
+
 def compare(args, measured_path=None):
     sim = sim_path(args.build)
     path = measured_path or args.measured or os.path.join(args.dir, "measured.json")
@@ -292,6 +313,7 @@ def compare(args, measured_path=None):
     print(f"{'config':14s} {'op (first of its shape)':28s} {'shape':32s} {'n':>3s} "
           f"{'predicted':>10s} {'measured (min-max) us':>28s} {'meas/pred':>9s}")
     worst = 0.0
+    steps = {}
     for name in configs:
         pred, layer_pred, fwd_pred = predicted(sim, configs[name]["args"], gpu)
         tot_p = tot_m = 0.0
@@ -320,7 +342,16 @@ def compare(args, measured_path=None):
             med, lo, hi = lay["us"]
             print(f"{name:14s} {'its layer as a PyTorch module, fwd+bwd':61s} {layer_pred / 1e3:10.3f} "
                   f"{med / 1e3:10.3f} ms ({lo / 1e3:.3f}-{hi / 1e3:.3f}) {med / layer_pred:9.3f}")
+        # The whole (one-layer) step with the measured kernels in place of the model's
+        # (tessera_sim --kernel-times): what the measurements change in a step's prediction.
+        model_ms, _ = step_ms(sim, configs[name]["args"], gpu)
+        meas_ms, (used, total) = step_ms(sim, configs[name]["args"], gpu, path)
+        steps[name] = (used, total)
+        print(f"{name:14s} {'its step, model kernels -> measured kernels':61s} {model_ms:10.3f} "
+              f"{meas_ms:10.3f} ms ({used} of {total} compute ops measured) "
+              f"{meas_ms / model_ms:9.3f}")
     print(f"# largest single-op error: {worst * 100:.1f}%")
+    return steps
 
 
 def selftest(args):
@@ -330,7 +361,12 @@ def selftest(args):
         args.reps, args.out = 2, None
         measure(args, device="cpu")
         args.gpu, args.measured = "h100", None
-        compare(args)
+        steps = compare(args)
+        # Without FlashAttention every compute op is a GEMM or a memory-bound one, and measure
+        # timed each shape of rank 0: the step takes all of them from the measurements.
+        if any(used != total or total == 0 for used, total in steps.values()):
+            raise SystemExit(f"gpu_model_check selftest: measured ops used in the step {steps}; "
+                             "expected all of them")
         with open(os.path.join(tmp, "measured.json")) as f:
             m = json.load(f)
         kinds = {r["key"][0] for r in m["ops"]}

@@ -294,7 +294,15 @@ struct Engine {
       act.ops.push_back({r, i});
       if (op.isCompute()) {
         act.remaining = computeUs(op, {});
-        act.alone = act.remaining;
+        act.alone = act.remaining;  // the model's, for its ratio beside a collective
+        ++rep->computeOps;
+        if (opt.kernelTimes) {
+          const double measured = opt.kernelTimes->find(op);
+          if (measured > 0) {
+            act.remaining = measured + gpu.launchUs;
+            ++rep->measuredOps;
+          }
+        }
         act.computeOp = &op;
         act.computeRanks.push_back(r);
         rep->ranks[static_cast<size_t>(r)].flops +=

@@ -4,7 +4,8 @@
 // How it runs (a fluid discrete-event simulation):
 // - an op starts when its stream's previous op and its `after` ops have ended; a collective or
 //   fused op when every member of its group has reached it; a send and its recv together;
-// - a compute op's time comes from compute.hpp; several compute ops on one GPU share it equally;
+// - a compute op's time comes from compute.hpp, or from measured kernel times where its shape was
+//   measured (kernel_times.hpp); several compute ops on one GPU share it equally;
 //   while a collective of the rank runs beside it, the kernel runs on the SMs the collective's
 //   CTAs leave and the memory bandwidth its copies leave (its rate drops to the ratio of the two
 //   times);
@@ -27,6 +28,7 @@
 #include "collectives/sim/platform.hpp"
 #include "core/status.hpp"
 #include "workload/compute.hpp"
+#include "workload/kernel_times.hpp"
 #include "workload/workload.hpp"
 
 namespace tessera::workload {
@@ -50,6 +52,9 @@ struct EngineOptions {
   std::string algorithm;
   int workers = kDeviceCtasForWorkload;
   bool zeroCopy = false;
+  // Measured kernel times (kernel_times.hpp): a GEMM or memory-bound op of a measured shape takes
+  // its measurement plus the preset's launch gap; the rest keep the model.
+  std::shared_ptr<const KernelTimes> kernelTimes;
 };
 
 struct OpSpan {
@@ -81,6 +86,8 @@ struct StepReport {
   std::vector<std::vector<OpSpan>> timeline;  // [rank][op]
   std::vector<CollectiveCost> collectives;
   uint64_t events = 0;
+  uint64_t computeOps = 0;   // compute ops run (every rank)
+  uint64_t measuredOps = 0;  // of them, timed from EngineOptions::kernelTimes
   double wallSeconds = 0;
   double collectiveSeconds = 0;  // host time of the collectives' simulations
 };

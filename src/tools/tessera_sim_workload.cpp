@@ -65,6 +65,8 @@ constexpr const char* kUsage =
     "                    --zero-copy); one it cannot make keeps the device choice\n"
     "  --plan FILE       a plan file for the collectives of its kind and number of ranks\n"
     "  --no-contention   ops crossing one NIC at once do not share it\n"
+    "  --kernel-times FILE  measured.json of perf/gpu_model_check.py: GEMMs and memory-bound\n"
+    "                    ops of a measured shape take their measured time, the rest the model\n"
     "  --trace FILE      the timeline as a Chrome trace (Perfetto, chrome://tracing)\n"
     "  --write FILE      the workload as JSON\n"
     "  --csv FILE        the sweep's or comparison's rows as CSV (perf/plot_workload.py plots it)\n"
@@ -85,7 +87,7 @@ struct Row {
   StepReport rep;
 };
 
-void printReport(const Workload& w, const StepReport& r) {
+void printReport(const Workload& w, const StepReport& r, const EngineOptions& opt) {
   std::printf("# workload %s: %zu simulated ranks standing for %d GPUs (%s on %s, %d nodes)\n",
               w.name.c_str(), w.ranks.size(), w.totalGpus(), w.gpu.c_str(), w.platform.c_str(),
               w.nodes);
@@ -100,6 +102,14 @@ void printReport(const Workload& w, const StepReport& r) {
   std::printf("# collectives (simulated once each, the plan tessera runs):\n");
   for (const CollectiveCost& c : r.collectives)
     std::printf("#   %-52s %10.1f us  x%-6d %s\n", c.what.c_str(), c.us, c.calls, c.plan.c_str());
+  if (opt.kernelTimes)
+    std::printf(
+        "# kernel times: %llu of %llu compute ops measured (on %s; the preset is %s), the "
+        "rest modelled\n",
+        static_cast<unsigned long long>(r.measuredOps),
+        static_cast<unsigned long long>(r.computeOps),
+        opt.kernelTimes->device.empty() ? "an unnamed device" : opt.kernelTimes->device.c_str(),
+        w.gpu.c_str());
   std::printf("# %llu events in %.2f s (collectives' simulations %.2f s)\n",
               static_cast<unsigned long long>(r.events), r.wallSeconds, r.collectiveSeconds);
 }
@@ -183,6 +193,11 @@ int workloadMain(int argc, char** argv) {
       opt.plan = plan;
     } else if (a == "--workers") {
       if (!intArg(1, 64, &opt.workers)) return usage("--workers: expected 1..64");
+    } else if (a == "--kernel-times") {
+      if (!value()) return usage("--kernel-times needs a file");
+      auto kt = std::make_shared<KernelTimes>();
+      if (readKernelTimesFile(v, kt.get()) != tsrSuccess) return failed("--kernel-times");
+      opt.kernelTimes = kt;
     } else if (a == "--no-contention") {
       opt.nicContention = false;
     } else if (a == "--layers") {
@@ -243,7 +258,7 @@ int workloadMain(int argc, char** argv) {
     StepReport r;
     opt.keepTimeline = !traceFile.empty();
     if (simulateWorkload(w, opt, &r) != tsrSuccess) return failed("simulation");
-    printReport(w, r);
+    printReport(w, r, opt);
     if (!traceFile.empty() && !writeFile(traceFile, chromeTrace(w, r))) {
       std::fprintf(stderr, "tessera_sim: --trace %s: cannot write\n", traceFile.c_str());
       return kExitFailed;
@@ -306,7 +321,7 @@ int workloadMain(int argc, char** argv) {
       continue;
     }
     if (single) {
-      printReport(w, row.rep);
+      printReport(w, row.rep, opt);
       if (row.spec.inference && row.spec.decodeTokens > 0)
         std::printf("tokens per second    %12.0f generated (%d sequences x %d tokens)\n",
                     row.rep.stepUs > 0

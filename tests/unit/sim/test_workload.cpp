@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 
 #include "collectives/sim/platform.hpp"
@@ -14,6 +15,7 @@
 #include "fused/sim/fused_model.hpp"
 #include "workload/compute.hpp"
 #include "workload/engine.hpp"
+#include "workload/kernel_times.hpp"
 #include "workload/transformer.hpp"
 #include "workload/workload.hpp"
 
@@ -242,6 +244,95 @@ TEST(WorkloadStep, SequentialOpsAddUpAndOverlappedOnesDoNot) {
   StepReport q = runOn(o);
   EXPECT_NEAR(q.stepUs, 1000, 1e-6);
   EXPECT_NEAR(q.ranks[0].exposedUs, 0, 1e-6);
+}
+
+TEST(WorkloadStep, MeasuredKernelTimesReplaceTheModelsForTheirShapes) {
+  // measured.json as perf/gpu_model_check.py writes it: the 256 x 256 x 1024 GEMM measured twice
+  // (10 and 20 us: their mean), the 1e9-byte memory op at 400 us, a shape the step does not have.
+  KernelTimes kt;
+  ASSERT_EQ(kernelTimesFromJson(R"({"device": "NVIDIA H200", "reps": 5, "ops": [
+      {"config": "a", "key": ["gemm", 256, 256, 1024, 1], "id": "x", "count": 2, "us": [10, 9, 11]},
+      {"config": "b", "key": ["gemm", 256, 256, 1024, 1], "id": "y", "count": 1, "us": [20, 19, 21]},
+      {"config": "a", "key": ["memory", 1000000000], "us": [400, 390, 410]},
+      {"config": "a", "key": ["gemm", 64, 64, 64, 3], "us": [1, 1, 1]}]})",
+                                "measured.json", &kt),
+            tsrSuccess)
+      << lastErrorMessage();
+  EXPECT_EQ(kt.device, "NVIDIA H200");
+  EXPECT_EQ(kt.size(), 3u);
+  GpuModel g = simpleGpu();
+  g.launchUs = 2;
+  const GemmShape measured{256, 256, 1024, 1, DType::kBf16};
+  const GemmShape other{512, 256, 1024, 1, DType::kBf16};
+  // Rank 0: the measured GEMM, the measured memory op, a GEMM of another shape, and the measured
+  // shape again in fp32 (measured in bf16: not used for it). Rank 1: nothing.
+  Workload w = parse(R"({"format": "tessera-workload", "version": 1, "nodes": 1,
+    "ranks": [{"gpu": 0, "ops": [{"op": "gemm", "m": 256, "n": 256, "k": 1024},
+                                 {"op": "memory", "bytes": 1e9},
+                                 {"op": "gemm", "m": 512, "n": 256, "k": 1024},
+                                 {"op": "gemm", "m": 256, "n": 256, "k": 1024, "dtype": "fp32"}]}]})");
+  g.fp32Tflops = 4.0;
+  const GemmShape measuredFp32{256, 256, 1024, 1, DType::kFp32};
+  EngineOptions opt;
+  StepReport model;
+  ASSERT_EQ(simulateWorkloadOn(w, g, twoNodes(), opt, &model), tsrSuccess) << lastErrorMessage();
+  EXPECT_NEAR(model.stepUs,
+              gemmUs(g, measured) + memoryUs(g, 1e9) + gemmUs(g, other) + gemmUs(g, measuredFp32),
+              1e-6);
+  EXPECT_EQ(model.measuredOps, 0u);
+  opt.kernelTimes = std::make_shared<KernelTimes>(kt);
+  StepReport r;
+  ASSERT_EQ(simulateWorkloadOn(w, g, twoNodes(), opt, &r), tsrSuccess) << lastErrorMessage();
+  EXPECT_NEAR(r.stepUs, (15 + 2) + (400 + 2) + gemmUs(g, other) + gemmUs(g, measuredFp32), 1e-6);
+  EXPECT_EQ(r.computeOps, 4u);
+  EXPECT_EQ(r.measuredOps, 2u);
+
+  // Beside a collective a measured kernel slows by the model's ratio: the 50 us all-reduce's CTAs
+  // leave 1 of the 4 SMs, so the GEMM's 4 tiles take 4 waves and it runs at the model's time
+  // alone over its time on 1 SM; after the all-reduce it runs at full rate again.
+  opt.fixedCollectiveUs = 50;
+  Workload c = parse(R"({"format": "tessera-workload", "version": 1, "nodes": 1,
+    "groups": [{"name": "all", "ranks": [0], "size": 2, "nodes": 1}],
+    "ranks": [{"gpu": 0, "ops": [{"op": "allreduce", "group": "all", "bytes": 8, "stream": "tp"},
+                                 {"op": "gemm", "m": 256, "n": 256, "k": 1024}]}]})");
+  StepReport b;
+  ASSERT_EQ(simulateWorkloadOn(c, g, twoNodes(), opt, &b), tsrSuccess) << lastErrorMessage();
+  const double rate = gemmUs(g, measured) / gemmUs(g, measured, Interference{opt.commSms, 0});
+  ASSERT_LT(rate, 0.5);
+  ASSERT_GT(17.0 / rate, 50.0);  // the GEMM outlasts the all-reduce
+  EXPECT_NEAR(b.stepUs, 50 + (17 - 50 * rate), 1e-6);
+  EXPECT_EQ(b.measuredOps, 1u);
+
+  // Refusals, each with a sentence.
+  auto refused = [](const std::string& text) {
+    KernelTimes k;
+    EXPECT_NE(kernelTimesFromJson(text, "m.json", &k), tsrSuccess) << text;
+    return std::string(lastErrorMessage());
+  };
+  EXPECT_NE(refused("{nope").find("not JSON"), std::string::npos);
+  EXPECT_NE(refused(R"({"device": "x"})").find("no \"ops\" array"), std::string::npos);
+  EXPECT_NE(refused(R"({"ops": [{"us": [1, 1, 1]}]})").find("ops[0] has no key"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"ops": [{"key": ["gemm", 1, 1, 1, 1]}]})").find("no \"us\""),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"ops": [{"key": ["gemm", 1, 1, 1, 1], "us": [-3, 1, 1]}]})")
+                .find("not a positive time"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"ops": [{"key": ["gemm", 1, 0, 1, 1], "us": [3, 1, 1]}]})")
+                .find("positive integers"),
+            std::string::npos);
+  EXPECT_NE(refused(R"({"ops": [{"key": ["gemm", 1, 1, 1], "us": [3, 1, 1]}]})")
+                .find("positive integers"),
+            std::string::npos);
+  EXPECT_NE(
+      refused(R"({"ops": [{"key": ["memory", -8], "us": [3, 1, 1]}]})").find("[\"memory\", bytes]"),
+      std::string::npos);
+  EXPECT_NE(refused(R"({"ops": [{"key": ["attention", 8], "us": [3, 1, 1]}]})")
+                .find("unknown kind \"attention\""),
+            std::string::npos);
+  KernelTimes none;
+  EXPECT_NE(readKernelTimesFile("/nonexistent/measured.json", &none), tsrSuccess);
+  EXPECT_NE(std::string(lastErrorMessage()).find("cannot open"), std::string::npos);
 }
 
 TEST(WorkloadStep, TrafficSharingANicTakesLongerAndTheSwitchTurnsItOff) {
