@@ -129,6 +129,10 @@ struct Emitter {
         fused(p + "ag_qkv", FusedKind::kAllGatherGemm, tokens, 3 * H / T, H);
       else
         gemm(p + "qkv", tokens, 3 * H / T, H);
+      // The QKV projection's bias, added by a kernel of its own (Megatron-LM's linear layers:
+      // `output = matmul(input, weight.t()); output = output + bias`); the other three layers'
+      // biases go to the fused bias-GeLU and bias-dropout-add kernels.
+      memory(p + "qkv_bias", 2.0 * tokens * 3 * H / T * kAct);
       attentionCore(p, attnScale, false);
       if (fusedOps) {
         fused(p + (spar ? "proj_rs" : "proj_ar"),
@@ -141,7 +145,7 @@ struct Emitter {
       return wait;
     }
     // MLP block: waits for the attention block's collective (domino: only this chunk's).
-    memory(p + "drop1", 3 * lnTokens * H * kAct, {waitIn});
+    memory(p + "drop1", dropAddBytes(lnTokens), {waitIn});
     memory(p + "ln2", 2 * lnTokens * H * kAct);
     if (spar && !fusedOps) tpComm(p + "ag2", Collective::kAllGather, actBytes, false);
     if (fusedOps && spar)
@@ -157,7 +161,7 @@ struct Emitter {
       wait = tpComm(p + (spar ? "rs2" : "ar2"),
                     spar ? Collective::kReduceScatter : Collective::kAllReduce, actBytes, domino);
     }
-    return wait;  // the residual add of the next layer's first op waits for it
+    return wait;  // this layer's last bias-dropout-add waits for it (deferredOp)
   }
 
   // Attention's core: FlashAttention as one kernel, or Megatron-LM's batched GEMMs (QK^T, PV)
@@ -186,14 +190,22 @@ struct Emitter {
     const double scores = B * heads * S * S * attnScale * kAct;
     if (!backward) {
       gemm(p + "qk", q, s, d, batch);
-      memory(p + "softmax", 4 * scores);  // softmax in and out, dropout in and out
+      // Softmax in and out, dropout in and out and its 1-byte mask.
+      memory(p + "softmax", 4.5 * scores);
       gemm(p + "pv", q, d, s, batch);
+      // The context from [b, heads, s, d] to [s, b, heads, d]: `permute(...).contiguous()`.
+      memory(p + "ctx_copy", 2 * B * q * heads * d * kAct);
     } else {
       gemm(p + "dpv_dp", q, s, d, batch);  // dP = dO V^T
       gemm(p + "dpv_dv", s, d, q, batch);  // dV = P^T dO
-      memory(p + "softmax_bwd", 6 * scores);
+      // Dropout's backward (gradient in and out, the mask in), softmax's (gradient and output in,
+      // gradient out).
+      memory(p + "softmax_bwd", 5.5 * scores);
       gemm(p + "dqk_dq", q, d, s, batch);  // dQ = dS K
       gemm(p + "dqk_dk", s, d, q, batch);  // dK = dS^T Q
+      // Q, K and V are views split from the QKV GEMM's output: their gradients are concatenated
+      // into its gradient (the split's backward).
+      memory(p + "qkv_cat_bwd", 2 * B * q * 3 * heads * d * kAct);
     }
   }
 
@@ -207,8 +219,11 @@ struct Emitter {
     const double lnTokens = spar ? static_cast<double>(tokens) / T : static_cast<double>(tokens);
     const double actBytes = static_cast<double>(tokens) * H * kAct;
     int64_t wait = -1;
+    // Each bias's gradient is a reduction over the tokens of its output's gradient, a kernel of
+    // its own after the op whose backward makes that gradient.
     if (block == 1) {
       memory(p + "drop2_bwd", 3 * lnTokens * H * kAct, {waitIn});
+      memory(p + "fc2_bias_bwd", lnTokens * H * kAct);
       if (fusedOps && spar) {
         fused(p + "ag_fc2_dgrad", FusedKind::kAllGatherGemm, tokens, F / T, H);
       } else {
@@ -217,6 +232,13 @@ struct Emitter {
       }
       gemm(p + "fc2_wgrad", F / T, H, tokens);
       memory(p + "gelu_bwd", 3.0 * tokens * F / T * kAct);
+      memory(p + "fc1_bias_bwd", 1.0 * tokens * F / T * kAct);
+      // With sequence parallelism the layer's input is kept split: it is all-gathered again for
+      // the weight gradient, before the input-gradient GEMM; Megatron-LM (asynchronous backward)
+      // runs it on the tp stream beside that GEMM, the serial schedule before it.
+      const int64_t input = spar && !fusedOps ? tpComm(p + "ag_x2", Collective::kAllGather,
+                                                       actBytes, domino || sp.tpAsyncBackward)
+                                              : -1;
       if (fusedOps) {
         fused(p + (spar ? "fc1_dgrad_rs" : "fc1_dgrad_ar"),
               spar ? FusedKind::kGemmReduceScatter : FusedKind::kGemmAllReduce, tokens, H, F / T);
@@ -226,11 +248,12 @@ struct Emitter {
                       spar ? Collective::kReduceScatter : Collective::kAllReduce, actBytes,
                       domino || sp.tpAsyncBackward);
       }
-      gemm(p + "fc1_wgrad", H, F / T, tokens);  // beside the collective: it needs only dY and X
+      gemm(p + "fc1_wgrad", H, F / T, tokens, 1, {input});  // beside the collective: dY and X
       return wait;
     }
-    memory(p + "ln2_bwd", 4 * lnTokens * H * kAct, {waitIn});
+    memory(p + "ln2_bwd", lnBwdBytes(lnTokens), {waitIn});
     memory(p + "drop1_bwd", 3 * lnTokens * H * kAct);
+    memory(p + "proj_bias_bwd", lnTokens * H * kAct);
     if (fusedOps && spar) {
       fused(p + "ag_proj_dgrad", FusedKind::kAllGatherGemm, tokens, H / T, H);
     } else {
@@ -241,6 +264,9 @@ struct Emitter {
     if (sp.recomputeSelective && !sp.flashAttention) attentionCore(p + "re.", attnScale, false);
     attentionCore(p, attnScale, true);
     wait = -1;
+    const int64_t input = spar && !fusedOps ? tpComm(p + "ag_x1", Collective::kAllGather, actBytes,
+                                                     domino || sp.tpAsyncBackward)
+                                            : -1;
     if (fusedOps) {
       fused(p + (spar ? "qkv_dgrad_rs" : "qkv_dgrad_ar"),
             spar ? FusedKind::kGemmReduceScatter : FusedKind::kGemmAllReduce, tokens, H, 3 * H / T);
@@ -250,21 +276,55 @@ struct Emitter {
                     spar ? Collective::kReduceScatter : Collective::kAllReduce, actBytes,
                     domino || sp.tpAsyncBackward);
     }
-    gemm(p + "qkv_wgrad", H, 3 * H / T, tokens);
-    return wait;  // the next block's first op (ln1_bwd, or the next layer's) waits for it
+    gemm(p + "qkv_wgrad", H, 3 * H / T, tokens, 1, {input});
+    memory(p + "qkv_bias_bwd", 1.0 * tokens * 3 * H / T * kAct);
+    return wait;  // this layer's ln1_bwd waits for it (deferredOp)
   }
 
   // One layer's forward: block by block, each block chunk by chunk (Domino: one chunk's
   // collective runs beside the next chunk's block).
+  // A layer's last memory-bound op after its last TP collective (the forward's second
+  // bias-dropout-add, the backward's ln1_bwd) is deferred: it runs first in the chunk's next block
+  // of computation, after that collective, so that with Domino the next chunk's block (queued
+  // before it on the compute stream) does not wait for this chunk's collective. A chunk's pending
+  // op: its id and bytes (empty id: none).
+  struct Deferred {
+    std::string id;
+    double bytes = 0;
+  };
+  // Runs chunk c's deferred op, if any, after its wait; the chunk then has nothing to wait for.
+  void runDeferred(std::vector<Deferred>* d, std::vector<int64_t>* wait, size_t c) {
+    if ((*d)[c].id.empty()) return;
+    memory((*d)[c].id, (*d)[c].bytes, {(*wait)[c]});
+    (*wait)[c] = -1;
+    (*d)[c].id.clear();
+  }
+  void runDeferred(std::vector<Deferred>* d, std::vector<int64_t>* wait) {
+    for (size_t c = 0; c < d->size(); ++c) runDeferred(d, wait, c);
+  }
+  // The bias-dropout-add's bytes: the input and the residual in, the output out, and dropout's
+  // 1-byte mask.
+  double dropAddBytes(double tokens) const { return 3.5 * tokens * sp.hidden * kAct; }
+  // A layernorm's backward (Megatron-LM's and apex's fused kernels): the scale and shift's
+  // partial gradients read the output's gradient and the input, then the input's gradient reads
+  // both again and is written.
+  double lnBwdBytes(double tokens) const { return 5 * tokens * sp.hidden * kAct; }
+  double normTokens(uint64_t tokens) const {
+    return sp.sequenceParallel && sp.tp > 1 ? static_cast<double>(tokens) / sp.tp
+                                            : static_cast<double>(tokens);
+  }
+
   void forwardLayer(const std::string& m, int l, int chunks, uint64_t chunkTokens, double scale,
-                    std::vector<int64_t>* wait, const char* tag) {
+                    std::vector<int64_t>* wait, std::vector<Deferred>* deferred, const char* tag) {
     const bool domino = chunks > 1;
     for (int block = 0; block < 2; ++block)
       for (int c = 0; c < chunks; ++c) {
+        const size_t ci = static_cast<size_t>(c);
         std::string p =
             m + "l" + std::to_string(l) + (domino ? "c" + std::to_string(c) : "") + "." + tag;
-        (*wait)[static_cast<size_t>(c)] =
-            forwardBlock(p, block, chunkTokens, scale, (*wait)[static_cast<size_t>(c)], domino);
+        if (block == 0) runDeferred(deferred, wait, ci);
+        (*wait)[ci] = forwardBlock(p, block, chunkTokens, scale, (*wait)[ci], domino);
+        if (block == 1) (*deferred)[ci] = {p + "drop2", dropAddBytes(normTokens(chunkTokens))};
       }
   }
 
@@ -283,10 +343,13 @@ struct Emitter {
     const bool lastStage = stage == sp.pp - 1 && vc == sp.interleave - 1;
     const double H = sp.hidden, V = sp.vocab, T = sp.tp;
     std::vector<int64_t> wait(static_cast<size_t>(chunks), -1);
+    std::vector<Deferred> deferred(static_cast<size_t>(chunks));
     wait[0] = waitIn;
     if (forward) {
       if (first) memory(m + "embed", 2.0 * tokens * H * kAct, {waitIn});
-      for (int l = 0; l < perStage; ++l) forwardLayer(m, l, chunks, chunkTokens, scale, &wait, "");
+      for (int l = 0; l < perStage; ++l)
+        forwardLayer(m, l, chunks, chunkTokens, scale, &wait, &deferred, "");
+      runDeferred(&deferred, &wait);
       if (lastStage) {
         afterAll(memory(m + "ln_f", 2.0 * tokens * H * kAct), wait);
         gemm(m + "logits", tokens, static_cast<uint64_t>(V / T), static_cast<uint64_t>(H));
@@ -302,28 +365,30 @@ struct Emitter {
       gemm(m + "logits_wgrad", static_cast<uint64_t>(V / T), static_cast<uint64_t>(H), tokens);
     }
     for (int l = perStage - 1; l >= 0; --l) {
-      if (sp.recompute) forwardLayer(m, l, chunks, chunkTokens, scale, &wait, "re.");
+      if (sp.recompute) {
+        runDeferred(&deferred, &wait);  // the layer above's ln1_bwd, then this one's recomputation
+        forwardLayer(m, l, chunks, chunkTokens, scale, &wait, &deferred, "re.");
+        runDeferred(&deferred, &wait);
+      }
       for (int block = 1; block >= 0; --block)
         for (int c = 0; c < chunks; ++c) {
+          const size_t ci = static_cast<size_t>(c);
           std::string p =
               m + "l" + std::to_string(l) + (domino ? "c" + std::to_string(c) : "") + ".b.";
-          wait[static_cast<size_t>(c)] =
-              backwardBlock(p, block, chunkTokens, scale, wait[static_cast<size_t>(c)], domino);
+          if (block == 1) runDeferred(&deferred, &wait, ci);
+          wait[ci] = backwardBlock(p, block, chunkTokens, scale, wait[ci], domino);
+          // The input layernorm's backward, after the layer's input gradient is whole.
+          if (block == 0) deferred[ci] = {p + "ln1_bwd", lnBwdBytes(normTokens(chunkTokens))};
         }
       // A separate accumulation kernel adds this micro-batch's gradients to the earlier ones'.
       if (mb > 0 && sp.gradAccumBytes > 0)
         memory(m + "l" + std::to_string(l) + ".grad_acc", layerParams() * sp.gradAccumBytes);
       if (mb == lastMicroBatch && sp.dpOverlap && sp.dp > 1) reduceGradients(m, l, 1);
     }
-    // The input gradient is whole when the first layer's last TP collective has ended (on the tp
-    // stream with Domino or the asynchronous backward): the embedding's backward and the send to
-    // the previous stage wait for it.
-    if (std::any_of(wait.begin(), wait.end(), [](int64_t w) { return w >= 0; })) {
-      Op joined;
-      joined.kind = OpKind::kDelay;
-      joined.us = 0;
-      afterAll(push(joined, m + "bwd.joined", compute, {}), wait);
-    }
+    // The first layer's ln1_bwd waits for its last TP collective (on the tp stream with Domino or
+    // the asynchronous backward); the embedding's backward and the send to the previous stage come
+    // after it.
+    runDeferred(&deferred, &wait);
     if (first) memory(m + "embed_bwd", 2.0 * tokens * H * kAct);
     // The (tied) embedding's gradient, accumulated on the first and last stages.
     if ((first || lastStage) && mb > 0 && sp.gradAccumBytes > 0)

@@ -40,9 +40,9 @@ struct TransformerSpec {
   bool sequenceParallel = false;
   bool recompute = false;  // full activation recomputation (Megatron-LM's "full")
   // Selective activation recomputation (Korthikanti et al., MLSys 2023; Megatron-LM's
-  // "selective"): only attention's core (QK^T, softmax, dropout, PV) again before its backward,
-  // its s^2 activations never kept. With FlashAttention there is nothing more to recompute (its
-  // backward recomputes the scores already). Not with `recompute`.
+  // "selective"): only attention's core (QK^T, softmax, dropout, PV, the context's copy) again
+  // before its backward, its s^2 activations never kept. With FlashAttention there is nothing
+  // more to recompute (its backward recomputes the scores already). Not with `recompute`.
   bool recomputeSelective = false;
   bool flashAttention = false;  // attention as one kernel; otherwise batched GEMMs and a softmax
   TpSchedule schedule = TpSchedule::kSerial;
