@@ -328,6 +328,36 @@ struct Emitter {
       }
   }
 
+  // Megatron-LM's embedding (mpu/layers.py VocabParallelEmbedding, model/language_model.py): each
+  // TP rank looks up its slice of the vocabulary and zeroes the rows of the other ranks' tokens,
+  // a TP all-reduce sums the slices (on the compute stream: the forward waits for it), then the
+  // position embedding is added, [b, s] transposed to [s, b] (a copy) and dropout applied (with
+  // sequence parallelism to the rank's part of the sequence).
+  void embedding(const std::string& m, uint64_t tokens, int64_t waitIn) {
+    const double act = static_cast<double>(tokens) * sp.hidden * kAct;
+    memory(m + "embed", (sp.tp > 1 ? 4.0 : 2.0) * act, {waitIn});
+    tpComm(m + "embed_ar", Collective::kAllReduce, act, false);
+    memory(m + "embed_pos", 5.0 * act);  // the add (2 in, 1 out), the transpose (1 in, 1 out)
+    memory(m + "embed_drop", 2.5 * normTokens(tokens) * sp.hidden * kAct);
+  }
+
+  // Megatron-LM's vocab-parallel cross entropy (mpu/cross_entropy.py) on the logits cast to fp32
+  // (`output.float()`), bytes a logit: the cast (2 in, 4 out) and the max (4 in), subtracting it
+  // (4 in, 4 out), exp and the sum (4 in, 4 out; 4 in), dividing by the sum (4 in, 4 out; kept for
+  // the backward). With TP the max, the target's logit and the sum (4 bytes a token each) are
+  // all-reduced over the TP group between them.
+  void crossEntropy(const std::string& m, uint64_t tokens) {
+    const double logits = static_cast<double>(tokens) * sp.vocab / sp.tp;
+    const double perToken = static_cast<double>(tokens) * 4;
+    memory(m + "xent", 10 * logits);
+    tpComm(m + "xent_max_ar", Collective::kAllReduce, perToken, false);
+    memory(m + "xent_sub", 8 * logits);
+    tpComm(m + "xent_pred_ar", Collective::kAllReduce, perToken, false);
+    memory(m + "xent_exp", 12 * logits);
+    tpComm(m + "xent_sum_ar", Collective::kAllReduce, perToken, false);
+    memory(m + "xent_div", 8 * logits);
+  }
+
   // The stage's layers for one micro-batch, forward or backward (with recomputation first).
   // vc: the model chunk of an interleaved pipeline (0 otherwise).
   void pass(int mb, bool forward, int64_t waitIn, int vc) {
@@ -345,24 +375,56 @@ struct Emitter {
     std::vector<int64_t> wait(static_cast<size_t>(chunks), -1);
     std::vector<Deferred> deferred(static_cast<size_t>(chunks));
     wait[0] = waitIn;
+    const bool spar = sp.sequenceParallel && sp.tp > 1;
+    const bool fusedOps = sp.schedule == TpSchedule::kFused && sp.tp > 1;
+    const double act = static_cast<double>(tokens) * H * kAct;
     if (forward) {
-      if (first) memory(m + "embed", 2.0 * tokens * H * kAct, {waitIn});
+      if (first) embedding(m, tokens, waitIn);
       for (int l = 0; l < perStage; ++l)
         forwardLayer(m, l, chunks, chunkTokens, scale, &wait, &deferred, "");
       runDeferred(&deferred, &wait);
       if (lastStage) {
-        afterAll(memory(m + "ln_f", 2.0 * tokens * H * kAct), wait);
-        gemm(m + "logits", tokens, static_cast<uint64_t>(V / T), static_cast<uint64_t>(H));
-        memory(m + "xent", 3.0 * tokens * V / T * 4);
+        afterAll(memory(m + "ln_f", 2.0 * normTokens(tokens) * H * kAct), wait);
+        // The logits are a column-parallel layer over the tied embedding's table: with sequence
+        // parallelism its input is all-gathered first.
+        if (fusedOps && spar) {
+          fused(m + "ag_logits", FusedKind::kAllGatherGemm, tokens, static_cast<uint64_t>(V / T),
+                static_cast<uint64_t>(H));
+        } else {
+          if (spar) tpComm(m + "logits_ag", Collective::kAllGather, act, false);
+          gemm(m + "logits", tokens, static_cast<uint64_t>(V / T), static_cast<uint64_t>(H));
+        }
+        if (sp.inference)
+          memory(m + "xent", 3.0 * tokens * V / T * 4);  // the next token's choice
+        else
+          crossEntropy(m, tokens);
       } else if (domino) {
         afterAll(memory(m + "out", 1.0 * tokens * H * kAct), wait);
       }
       return;
     }
     if (lastStage) {
-      memory(m + "xent_bwd", 2.0 * tokens * V / T * 4, {waitIn});
-      gemm(m + "logits_dgrad", tokens, static_cast<uint64_t>(H), static_cast<uint64_t>(V / T));
-      gemm(m + "logits_wgrad", static_cast<uint64_t>(V / T), static_cast<uint64_t>(H), tokens);
+      // The softmax kept, less one at the target, times the loss's gradient (4 bytes in, 4 out a
+      // logit), then cast back to 16 bits (4 in, 2 out).
+      memory(m + "xent_bwd", 14.0 * tokens * V / T, {waitIn});
+      // The logits' input gradient is summed over the TP group as a column-parallel layer's
+      // (reduce-scattered with sequence parallelism, the input all-gathered again for the
+      // weight gradient); the final layernorm's backward waits for it.
+      const bool async = domino || sp.tpAsyncBackward;
+      int64_t input = -1, grad = -1;
+      if (fusedOps) {
+        fused(m + (spar ? "logits_dgrad_rs" : "logits_dgrad_ar"),
+              spar ? FusedKind::kGemmReduceScatter : FusedKind::kGemmAllReduce, tokens,
+              static_cast<uint64_t>(H), static_cast<uint64_t>(V / T));
+      } else {
+        if (spar) input = tpComm(m + "logits_ag_x", Collective::kAllGather, act, async);
+        gemm(m + "logits_dgrad", tokens, static_cast<uint64_t>(H), static_cast<uint64_t>(V / T));
+        grad = tpComm(m + (spar ? "logits_rs_g" : "logits_ar_g"),
+                      spar ? Collective::kReduceScatter : Collective::kAllReduce, act, async);
+      }
+      gemm(m + "logits_wgrad", static_cast<uint64_t>(V / T), static_cast<uint64_t>(H), tokens, 1,
+           {input});
+      memory(m + "ln_f_bwd", lnBwdBytes(normTokens(tokens)), {grad});
     }
     for (int l = perStage - 1; l >= 0; --l) {
       if (sp.recompute) {
@@ -389,7 +451,12 @@ struct Emitter {
     // the asynchronous backward); the embedding's backward and the send to the previous stage come
     // after it.
     runDeferred(&deferred, &wait);
-    if (first) memory(m + "embed_bwd", 2.0 * tokens * H * kAct);
+    // The embedding's backward: dropout's (the gradient in and out, the mask), the position
+    // embedding's gradient (the gradient read and summed over the batch), the word embedding's
+    // (the gradient read again, the rank's slice of the table zeroed and written).
+    if (first)
+      memory(m + "embed_bwd",
+             2.5 * normTokens(tokens) * H * kAct + 2 * act + 2 * (V / T) * H * kAct);
     // The (tied) embedding's gradient, accumulated on the first and last stages.
     if ((first || lastStage) && mb > 0 && sp.gradAccumBytes > 0)
       memory(m + "embed_grad_acc", V * H / T * sp.gradAccumBytes);
