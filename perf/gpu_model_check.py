@@ -41,7 +41,7 @@ CONFIGS = [
     # Domino's GPT-3 6.7B, one TP rank of 8 (its collectives are not timed here).
     ("gpt6.7b-tp8", "--layers 1 --hidden 4096 --heads 32 --seq 1024 --micro-batch 8 "
      "--global-batch 8 --tp 8", True),
-    # Korthikanti et al.'s 22B layer (their Table 4: on A100 it took 10-13% longer than the
+    # Korthikanti et al.'s 22B layer (their Table 4: on A100 it took 8-11% longer than the
     # model says, forward and backward alike), one TP rank of 8, micro-batch 4.
     ("gpt22b-tp8", "--layers 1 --hidden 6144 --heads 64 --seq 2048 --micro-batch 4 "
      "--global-batch 4 --tp 8", True),
