@@ -95,6 +95,20 @@ for name in ("allreduce_ring_n3.json", "broken_scratch_race.json"):
     shutil.copy(os.path.join(ROOT, "tests/unit/collectives/plans", name), d)
 write("plan_json", "not_a_plan.json", '{"format": "tessera-plan", "version": 2}')
 
+# Workloads (tessera_sim --workload FILE): the examples of perf/workloads, and measured kernel
+# times (tessera_sim --kernel-times FILE) as perf/gpu_model_check.py writes them.
+for name in ("dp_beside_pp.json", "flux_gemm_rs_fused.json", "flux_ag_gemm_nccl.json"):
+    d = os.path.join(CORPUS, "workload_json")
+    os.makedirs(d, exist_ok=True)
+    shutil.copy(os.path.join(ROOT, "perf/workloads", name), d)
+write("workload_json", "measured.json", json.dumps({
+    "device": "NVIDIA H200", "torch": "2.5", "cuda": "12.4", "reps": 10, "layers": [],
+    "ops": [{"config": "toy", "key": ["gemm", 4096, 2304, 6144, 1], "id": "mb0.l0.qkv",
+             "count": 2, "us": [812.5, 800.1, 830.0]},
+            {"config": "toy", "key": ["memory", 100663296], "id": "mb0.l0.ln1", "count": 4,
+             "us": [41.0, 40.2, 43.9]}]}))
+write("workload_json", "cyclic.json", open(os.path.join(ROOT, "tests/unit/sim/data/cyclic.json")).read())
+
 # Tuner file and TESSERA_ALGO / TESSERA_PROTO values.
 tuner = {
     "tool": "tessera_tune", "host": "fuzz", "created": "2026-01-01",
