@@ -2,9 +2,7 @@
 #include "workload/kernel_times.hpp"
 
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <utility>
 
 #include "core/log.hpp"
@@ -99,11 +97,9 @@ Result kernelTimesFromJson(const std::string& text, const std::string& where, Ke
 }
 
 Result readKernelTimesFile(const std::string& path, KernelTimes* out) {
-  std::ifstream in(path);
-  if (!in) return TSR_FAIL(tsrInvalidArgument, "cannot open the kernel times %s", path.c_str());
-  std::stringstream text;
-  text << in.rdbuf();
-  return kernelTimesFromJson(text.str(), path, out);
+  std::string text;
+  TSR_CHECK(readTextFile(path, "the kernel times", &text));
+  return kernelTimesFromJson(text, path, out);
 }
 
 }  // namespace tessera::workload

@@ -119,7 +119,7 @@ struct Emitter {
     const uint64_t F = static_cast<uint64_t>(sp.ffnSize());
     const bool spar = sp.sequenceParallel && sp.tp > 1;
     const bool fusedOps = sp.schedule == TpSchedule::kFused && sp.tp > 1;
-    const double lnTokens = spar ? static_cast<double>(tokens) / T : static_cast<double>(tokens);
+    const double lnTokens = normTokens(tokens);
     const double actBytes = static_cast<double>(tokens) * H * kAct;
     int64_t wait = -1;
     if (block == 0) {
@@ -161,7 +161,7 @@ struct Emitter {
       wait = tpComm(p + (spar ? "rs2" : "ar2"),
                     spar ? Collective::kReduceScatter : Collective::kAllReduce, actBytes, domino);
     }
-    return wait;  // this layer's last bias-dropout-add waits for it (deferredOp)
+    return wait;  // this layer's last bias-dropout-add waits for it (Deferred)
   }
 
   // Attention's core: FlashAttention as one kernel, or Megatron-LM's batched GEMMs (QK^T, PV)
@@ -216,7 +216,7 @@ struct Emitter {
     const uint64_t F = static_cast<uint64_t>(sp.ffnSize());
     const bool spar = sp.sequenceParallel && sp.tp > 1;
     const bool fusedOps = sp.schedule == TpSchedule::kFused && sp.tp > 1;
-    const double lnTokens = spar ? static_cast<double>(tokens) / T : static_cast<double>(tokens);
+    const double lnTokens = normTokens(tokens);
     const double actBytes = static_cast<double>(tokens) * H * kAct;
     int64_t wait = -1;
     // Each bias's gradient is a reduction over the tokens of its output's gradient, a kernel of
@@ -278,11 +278,9 @@ struct Emitter {
     }
     gemm(p + "qkv_wgrad", H, 3 * H / T, tokens, 1, {input});
     memory(p + "qkv_bias_bwd", 1.0 * tokens * 3 * H / T * kAct);
-    return wait;  // this layer's ln1_bwd waits for it (deferredOp)
+    return wait;  // this layer's ln1_bwd waits for it (Deferred)
   }
 
-  // One layer's forward: block by block, each block chunk by chunk (Domino: one chunk's
-  // collective runs beside the next chunk's block).
   // A layer's last memory-bound op after its last TP collective (the forward's second
   // bias-dropout-add, the backward's ln1_bwd) is deferred: it runs first in the chunk's next block
   // of computation, after that collective, so that with Domino the next chunk's block (queued
@@ -314,6 +312,8 @@ struct Emitter {
                                             : static_cast<double>(tokens);
   }
 
+  // One layer's forward: block by block, each block chunk by chunk (Domino: one chunk's
+  // collective runs beside the next chunk's block).
   void forwardLayer(const std::string& m, int l, int chunks, uint64_t chunkTokens, double scale,
                     std::vector<int64_t>* wait, std::vector<Deferred>* deferred, const char* tag) {
     const bool domino = chunks > 1;

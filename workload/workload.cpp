@@ -505,12 +505,20 @@ Result workloadFromJson(const std::string&, const std::string& source, Workload*
 std::string workloadToJson(const Workload&) { return "{}\n"; }
 #endif
 
-Result readWorkloadFile(const std::string& path, Workload* out) {
+Result readTextFile(const std::string& path, const char* what, std::string* out) {
   std::ifstream in(path);
-  if (!in) return TSR_FAIL(tsrInvalidArgument, "cannot open the workload file %s", path.c_str());
+  if (!in) return TSR_FAIL(tsrInvalidArgument, "cannot open %s %s", what, path.c_str());
   std::stringstream text;
   text << in.rdbuf();
-  return workloadFromJson(text.str(), path, out);
+  if (in.bad()) return TSR_FAIL(tsrInvalidArgument, "cannot read %s %s", what, path.c_str());
+  *out = text.str();
+  return tsrSuccess;
+}
+
+Result readWorkloadFile(const std::string& path, Workload* out) {
+  std::string text;
+  TSR_CHECK(readTextFile(path, "the workload file", &text));
+  return workloadFromJson(text, path, out);
 }
 
 }  // namespace tessera::workload
