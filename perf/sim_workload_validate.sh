@@ -2,8 +2,9 @@
 # tessera_sim --workload against published training and fused-kernel figures (issue 30's
 # validation; a benchmark, not a test). Prints one row per figure: published, simulated, error.
 # Nothing was fitted to these tables: the compute model's constants are the cited datasheets and
-# GEMM measurements (workload/compute.cpp), the links are the sim presets' (one NVLink efficiency,
-# calibrated on NCCL's 8 x H100 ring all-reduce). The published figures:
+# GEMM measurements (workload/compute.cpp), the links are the sim presets' (an NVLink efficiency
+# per generation, calibrated on NCCL's ring all-reduce on 8 H100 and on 8 A100 at large sizes:
+# collectives/sim/platform.cpp, perf/sim_gpu_validate.sh). The published figures:
 #   Megatron-LM PTD-P (Narayanan et al., SC'21, Table 1, all ten rows; the issue names three of
 #     them): A100 80GB on Selene (DGX A100), GPT with sequence 2048 and vocabulary 51,200; TFLOP/s
 #     per GPU by the paper's own count (96 B s l h^2 (1 + s/6h + V/16lh)), "measured for

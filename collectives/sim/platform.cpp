@@ -24,11 +24,20 @@ constexpr double kFabricLatencyUs = 0.5;  // the fabric's switches, once per rou
 // The share of NVLink's line rate that data gets, calibrated on one published figure only:
 // NCCL's ring all-reduce busbw on 8 H100 at >= 256 MiB, 365-370 GB/s (NVIDIA/nccl issue 1455,
 // nccl-tests issue 212), against tessera_sim's zero-copy ring on dgx-h100 at 450 GB/s (438.25).
-// Every other GPU figure in issue 17's note is a prediction with this value.
+// Every other NVLink4 figure (H100, H800, H200) is a prediction with this value.
 constexpr double kNvlinkEfficiency = 0.8386;
+// The same share for the A100's NVLink3 (12 links of 25 GB/s per direction; the A800 keeps 8 of
+// them), calibrated on one published table: NCCL's ring all-reduce busbw on one node of 8 A100
+// SXM4 at 1 GiB, 230.1 GB/s (Oracle's OCI GPU-cluster tutorial, BM.GPU4.8, all_reduce_perf -g 8;
+// Meta's gcm health-check sample on 8 A100 80GB, NCCL 2.16.2: 231.7; MSCCL++'s NDmv4 page, NCCL
+// 2.17.1, in place: 231.5; NCCL's maintainers: "~230GB/s", nccl-tests issue 149), against
+// tessera_sim's zero-copy ring with 8 workers on dgx-a100. H100's value gave 250.6 there (+8.9%):
+// NVLink3 delivers a smaller share of its line rate than NVLink4. The A800's all-reduce, FLUX's
+// A800 collectives and every A100 training figure are predictions with it.
+constexpr double kNvlink3Efficiency = 0.7697;
 
 Machine gpuPreset(const char* name, const char* source, int nodes, double mem, double nvlink,
-                  double nic) {
+                  double nic, double nvlinkEfficiency = kNvlinkEfficiency) {
   Machine m;
   m.name = name;
   m.source = source;
@@ -38,7 +47,7 @@ Machine gpuPreset(const char* name, const char* source, int nodes, double mem, d
   m.memGBs = mem;
   m.intraGBs = nvlink;
   m.intraLatencyUs = kNvlinkLatencyUs;
-  m.intraEfficiency = kNvlinkEfficiency;
+  m.intraEfficiency = nvlinkEfficiency;
   m.nicsPerNode = 8;
   m.nicGBs = nic;
   m.nicLatencyUs = kNicLatencyUs;
@@ -78,9 +87,10 @@ Result platformPreset(const std::string& name, int nodes, Machine* out) {
         "NVIDIA DGX A100 user guide and A100 SXM4 80GB datasheet: 8 A100 per node, "
         "HBM2e 2.039 TB/s, NVLink3 600 GB/s per GPU (300 GB/s per direction) into "
         "NVSwitch, 8 ConnectX-6 200 Gb/s (25 GB/s per direction) NICs; link "
-        "latencies assumed (0.5 us per NVLink, 1 us per NIC, 0.5 us fabric); NVLink efficiency "
-        "0.8386 as calibrated on H100 (nccl#1455)",
-        nodes, 2039, 300, 25);
+        "latencies assumed (0.5 us per NVLink, 1 us per NIC, 0.5 us fabric); NVLink3 efficiency "
+        "0.7697 calibrated on NCCL's 8 x A100 ring all-reduce (230.1 GB/s busbw at 1 GiB, OCI "
+        "BM.GPU4.8)",
+        nodes, 2039, 300, 25, kNvlink3Efficiency);
   } else if (name == "hgx-h200") {
     *out =
         gpuPreset("hgx-h200",
@@ -103,9 +113,9 @@ Result platformPreset(const std::string& name, int nodes, Machine* out) {
                      "NVIDIA A800 SXM4 80GB (the A100 SXM4 80GB with NVLink cut to 400 GB/s per "
                      "GPU, 200 GB/s per direction) in an HGX board: 8 per node, HBM2e 2.039 TB/s, "
                      "NVSwitch, 8 200 Gb/s (25 GB/s per direction) NICs; link latencies assumed "
-                     "(0.5 us per NVLink, 1 us per NIC, 0.5 us fabric); NVLink efficiency 0.8386 "
-                     "as calibrated on H100 (nccl#1455)",
-                     nodes, 2039, 200, 25);
+                     "(0.5 us per NVLink, 1 us per NIC, 0.5 us fabric); NVLink3 efficiency "
+                     "0.7697 as calibrated on 8 x A100 (230.1 GB/s ring all-reduce busbw)",
+                     nodes, 2039, 200, 25, kNvlink3Efficiency);
   } else if (name == "this-host") {
     if (nodes != 1)
       return TSR_FAIL(tsrInvalidArgument, "platform this-host has one node, not %d", nodes);
