@@ -17,6 +17,13 @@ constexpr double kA100GemmEfficiency = 267.9 / 312.0;
 constexpr double kH100GemmEfficiency = 792.1 / 989.4;
 // FlashAttention-2 (Dao, 2023): forward and backward at 50-73% of the A100's peak; the midpoint.
 constexpr double kAttentionEfficiency = 0.615;
+// A GEMM kernel's fixed time (its ramp, the first tiles' loads, the last tiles' epilogue), and
+// the tile shapes it may run with: calibrated on OpenXLA's table of measured H100 GEMM kernels
+// (tensorflow/tensorflow third_party/xla/xla/service/gpu/model/matmul_interpolator_data.h,
+// sm_90 bf16): the even rows of perf/sim_gemm_validate.py's 32 fitted it (3.75 us, with the two
+// largest of cuBLAS's typical tiles, 128 x 256 and 128 x 128, and split-K's partial sums), the
+// odd rows are held out. Assumed the same on the other GPUs (no such table for them).
+constexpr double kGemmFixedUs = 3.75;
 // No measured figure yet: a streaming kernel at 90% of the HBM line rate is an assumption, named
 // as one in every preset's source (the GPU bring-up issue's D2D copy will measure it).
 constexpr double kMemEfficiency = 0.9;
@@ -43,6 +50,8 @@ GpuModel preset(const char* name, const std::string& source, int sms, double bf1
   g.memEfficiency = kMemEfficiency;
   g.tileM = 128;
   g.tileN = 256;
+  g.moreTiles = {{128, 128}};
+  g.gemmFixedUs = kGemmFixedUs;
   g.launchUs = kLaunchUs;
   return g;
 }
@@ -58,8 +67,9 @@ GpuModel hopper(const char* name, const std::string& source, double memGBs, doub
 }
 
 constexpr const char* kAssumed =
-    "; attention at 61.5% of peak (FlashAttention-2's 50-73% on A100, midpoint); memory kernels "
-    "at 90% of HBM and 4 us per kernel launch assumed (not measured)";
+    "; GEMMs in 128 x 256 or 128 x 128 tiles and 3.75 us per kernel (fitted on OpenXLA's measured "
+    "H100 GEMM kernels); attention at 61.5% of peak (FlashAttention-2's 50-73% on A100, "
+    "midpoint); memory kernels at 90% of HBM and 4 us per kernel launch assumed (not measured)";
 
 }  // namespace
 
@@ -164,36 +174,23 @@ double gemmFlops(const GemmShape& g) {
 }
 
 namespace {
-// The tiling a GEMM runs with on `sms` SMs: rows per tile (a GEMM of fewer rows than a tile uses
-// its rows rounded up to 16, the tensor cores' granule), tiles, and the split of K that spreads a
-// GEMM of fewer tiles than SMs over them (split-K, as cuBLAS picks for skinny GEMMs; at least 256
-// of K per split).
+// A tiling of a GEMM on `sms` SMs with tiles of tm x tn: rows per tile (a GEMM of fewer rows than
+// a tile uses its rows rounded up to 16, the tensor cores' granule), tiles, and the split of K
+// that spreads a GEMM of fewer tiles than SMs over them (split-K, as cuBLAS picks for skinny
+// GEMMs; at least 256 of K per split).
 struct Tiling {
-  uint64_t rows = 0, tiles = 0, splitK = 1;
+  uint64_t cols = 0, rows = 0, tiles = 0, splitK = 1;
 };
-Tiling tiling(const GpuModel& gpu, const GemmShape& g, int sms) {
+Tiling tiling(uint64_t tm, uint64_t tn, const GemmShape& g, int sms) {
   Tiling t;
-  const uint64_t tm = static_cast<uint64_t>(gpu.tileM);
+  t.cols = tn;
   t.rows = g.m < tm ? (g.m + 15) / 16 * 16 : tm;
-  const uint64_t tn = static_cast<uint64_t>(gpu.tileN);
   t.tiles = (g.m + t.rows - 1) / t.rows * ((g.n + tn - 1) / tn) * g.batch;
   const uint64_t s = static_cast<uint64_t>(std::max(1, sms));
   if (t.tiles < s) t.splitK = std::max<uint64_t>(1, std::min(s / t.tiles, g.k / 256));
   return t;
 }
-}  // namespace
 
-uint64_t gemmTiles(const GpuModel& gpu, const GemmShape& g) {
-  return tiling(gpu, g, gpu.sms).tiles;
-}
-
-uint64_t gemmWaves(const GpuModel& gpu, const GemmShape& g, int sms) {
-  Tiling t = tiling(gpu, g, sms);
-  uint64_t s = static_cast<uint64_t>(std::max(1, sms));
-  return (t.tiles * t.splitK + s - 1) / s;
-}
-
-namespace {
 double memRate(const GpuModel& gpu, const Interference& with) {
   // The collective's copies take their bandwidth first; a kernel keeps at least a tenth.
   double full = gpu.memGBs * gpu.memEfficiency;
@@ -202,21 +199,69 @@ double memRate(const GpuModel& gpu, const Interference& with) {
 int smsLeft(const GpuModel& gpu, const Interference& with) {
   return std::max(1, gpu.sms - with.commSms);
 }
+
+uint64_t waves(const Tiling& t, int sms) {
+  const uint64_t s = static_cast<uint64_t>(std::max(1, sms));
+  return (t.tiles * t.splitK + s - 1) / s;
+}
+
+// The kernel time of a GEMM with tiling t (no fixed cost, no launch): its waves, or its bytes
+// (operands, result and split-K's partial sums, written and read back in fp32) from memory.
+double tilingUs(const GpuModel& gpu, const GemmShape& g, const Tiling& t, int sms,
+                double memBytesPerUs) {
+  const double perSm = gpu.peakTflops(g.dtype) * 1e6 * gpu.gemmEfficiency / gpu.sms;  // FLOP/us
+  const double kPerSplit = std::ceil(static_cast<double>(g.k) / static_cast<double>(t.splitK));
+  const double tileUs = 2.0 * static_cast<double>(t.rows) * static_cast<double>(t.cols) *
+                        kPerSplit / std::max(perSm, 1e-9);
+  const double compute = static_cast<double>(waves(t, sms)) * tileUs;
+  const double mn = static_cast<double>(g.m) * static_cast<double>(g.n);
+  double bytes = static_cast<double>(g.batch) * dtypeBytes(g.dtype) *
+                 (static_cast<double>(g.m) * g.k + static_cast<double>(g.k) * g.n + mn);
+  if (t.splitK > 1) bytes += static_cast<double>(g.batch) * mn * 4.0 * 2.0 * t.splitK;
+  return std::max(compute, bytes / memBytesPerUs);
+}
+
+// The tiling the GEMM runs with on `sms` SMs: of the preset's tile shapes, each with and without
+// its split of K, the one that takes least time (the largest tile, split, on a tie).
+Tiling chooseTiling(const GpuModel& gpu, const GemmShape& g, int sms, double memBytesPerUs) {
+  Tiling best = tiling(static_cast<uint64_t>(gpu.tileM), static_cast<uint64_t>(gpu.tileN), g, sms);
+  double bestUs = tilingUs(gpu, g, best, sms, memBytesPerUs);
+  auto consider = [&](Tiling t) {
+    const double us = tilingUs(gpu, g, t, sms, memBytesPerUs);
+    if (us < bestUs) {
+      best = t;
+      bestUs = us;
+    }
+  };
+  std::vector<Tiling> shapes = {best};
+  for (const auto& shape : gpu.moreTiles)
+    shapes.push_back(
+        tiling(static_cast<uint64_t>(shape[0]), static_cast<uint64_t>(shape[1]), g, sms));
+  for (Tiling t : shapes) {
+    consider(t);
+    if (t.splitK > 1) {
+      t.splitK = 1;
+      consider(t);
+    }
+  }
+  return best;
+}
 }  // namespace
+
+uint64_t gemmTiles(const GpuModel& gpu, const GemmShape& g) {
+  return chooseTiling(gpu, g, gpu.sms, memRate(gpu, {})).tiles;
+}
+
+uint64_t gemmWaves(const GpuModel& gpu, const GemmShape& g, int sms) {
+  return waves(chooseTiling(gpu, g, sms, memRate(gpu, {})), sms);
+}
 
 double gemmUs(const GpuModel& gpu, const GemmShape& g, const Interference& with) {
   if (g.m == 0 || g.n == 0 || g.k == 0 || g.batch == 0) return 0;
-  const double perSm = gpu.peakTflops(g.dtype) * 1e6 * gpu.gemmEfficiency / gpu.sms;  // FLOP/us
   const int sms = smsLeft(gpu, with);
-  const Tiling t = tiling(gpu, g, sms);
-  const double kPerSplit = std::ceil(static_cast<double>(g.k) / static_cast<double>(t.splitK));
-  const double tileUs =
-      2.0 * static_cast<double>(t.rows) * gpu.tileN * kPerSplit / std::max(perSm, 1e-9);
-  const double compute = static_cast<double>(gemmWaves(gpu, g, sms)) * tileUs;
-  const double bytes = static_cast<double>(g.batch) * dtypeBytes(g.dtype) *
-                       (static_cast<double>(g.m) * g.k + static_cast<double>(g.k) * g.n +
-                        static_cast<double>(g.m) * g.n);
-  return std::max(compute, bytes / memRate(gpu, with)) + gpu.launchUs;
+  const double rate = memRate(gpu, with);
+  return tilingUs(gpu, g, chooseTiling(gpu, g, sms, rate), sms, rate) + gpu.gemmFixedUs +
+         gpu.launchUs;
 }
 
 double memoryUs(const GpuModel& gpu, double bytes, const Interference& with) {

@@ -6,9 +6,12 @@
 // tiles run in waves of one tile per SM, so a GEMM of 133 tiles on 132 SMs takes two waves (wave
 // quantization), and a tile's last row or column of tiles costs a whole tile (tile quantization).
 // A GEMM of fewer rows than a tile runs tiles of its rows (rounded up to 16), and one of fewer
-// tiles than SMs splits K across the SMs (split-K), as cuBLAS does for skinny GEMMs.
-// One tile takes 2 * tileM * tileN * k FLOPs at the SM's share of the dense peak times
-// `gemmEfficiency`; the GEMM takes at least the time its operands and result need from memory.
+// tiles than SMs splits K across the SMs (split-K), as cuBLAS does for skinny GEMMs, writing and
+// reading back its partial sums (4 bytes an element a split). The GEMM runs with whichever of the
+// preset's tile shapes (`tileShapes`, the largest first) takes least time, as cuBLAS's heuristic
+// picks a kernel per shape. One tile takes 2 * tileM * tileN * k FLOPs at the SM's share of the
+// dense peak times `gemmEfficiency`; the GEMM takes at least the time its operands, result and
+// partial sums need from memory, plus `gemmFixedUs` (its prologue, epilogue and ramp).
 // A memory-bound operation moves its bytes at memGBs * memEfficiency; attention takes the longer
 // of its FLOPs at the peak times `attentionEfficiency` and its bytes from memory. Every kernel
 // adds `launchUs`.
@@ -18,6 +21,7 @@
 // memory-bound kernel gets the bandwidth left. Every constant of a preset names its source.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -42,8 +46,11 @@ struct GpuModel {
   double gemmEfficiency = 1;       // the best large GEMM's share of the peak (measured, cited)
   double attentionEfficiency = 1;  // attention kernels' share of the peak
   double memEfficiency = 1;        // the share of memGBs a streaming kernel reaches
-  int tileM = 128, tileN = 256;    // the GEMM's CTA tile
-  double launchUs = 0;             // per kernel
+  int tileM = 128, tileN = 256;    // the GEMM's largest CTA tile (the fused kernels' tile)
+  // Further tile shapes a GEMM may run with (rows x columns), beside tileM x tileN.
+  std::vector<std::array<int, 2>> moreTiles;
+  double gemmFixedUs = 0;  // a GEMM kernel's time beyond its waves (calibrated, cited)
+  double launchUs = 0;     // per kernel
   double peakTflops(DType t) const;
 };
 
@@ -62,7 +69,7 @@ struct GemmShape {
   DType dtype = DType::kBf16;
 };
 double gemmFlops(const GemmShape& g);
-// Tiles and waves of a GEMM on `sms` SMs.
+// Tiles and waves of a GEMM on `sms` SMs, with the tile shape it runs with there.
 uint64_t gemmTiles(const GpuModel& gpu, const GemmShape& g);
 uint64_t gemmWaves(const GpuModel& gpu, const GemmShape& g, int sms);
 // Time in microseconds (launch included).

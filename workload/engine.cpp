@@ -264,7 +264,8 @@ struct Engine {
     if (!fused::simulateFused(in, &res))
       return TSR_FAIL(tsrInvalidArgument, "fused %s: m %llu is not a multiple of %d ranks",
                       fusedKindName(op.fused), static_cast<unsigned long long>(op.gemm.m), g.size);
-    *us = res.us * static_cast<double>(op.gemm.batch) + gpu.launchUs;
+    // One kernel: the GEMM's fixed cost once, as a GEMM's (compute.hpp).
+    *us = res.us * static_cast<double>(op.gemm.batch) + gpu.gemmFixedUs + gpu.launchUs;
     fusedCache.emplace(key, *us);
     return tsrSuccess;
   }

@@ -162,6 +162,50 @@ TEST(ComputeModel, GemmTimeIsWavesOfTilesOrItsBytesFromMemory) {
   EXPECT_NEAR(attentionUs(g, 1.0, 8e6, DType::kBf16), 8.0, 1e-12);
 }
 
+// The tile shape, the split of K and the fixed cost (calibrated on OpenXLA's measured H100 GEMMs,
+// perf/sim_gemm_validate.py): a GEMM runs with whichever tile and split take least time.
+TEST(ComputeModel, GemmTakesTheFasterTileAndSplitPlusItsFixedCost) {
+  GpuModel g = simpleGpu();
+  g.sms = 8;
+  g.bf16Tflops = 8.0;  // still 1e6 FLOP per microsecond per SM
+  g.tileN = 256;
+  // 128 x 640 x 256 in 128 x 256 tiles: 3 tiles (the third half empty), one wave of
+  // 2*128*256*256 FLOPs; in 128 x 128 tiles: 5 tiles, one wave of half that.
+  GemmShape wide{128, 640, 256, 1, DType::kBf16};
+  EXPECT_NEAR(gemmUs(g, wide), 2.0 * 128 * 256 * 256 / 1e6, 1e-9);
+  g.moreTiles = {{128, 128}};
+  EXPECT_EQ(gemmTiles(g, wide), 5u);
+  EXPECT_NEAR(gemmUs(g, wide), 2.0 * 128 * 128 * 256 / 1e6, 1e-9);
+  // A tie keeps the largest tile: 1024 x 512 x 256 is 16 tiles in two waves or 32 half-size
+  // tiles in four, the same time.
+  GemmShape square{1024, 512, 256, 1, DType::kBf16};
+  EXPECT_EQ(gemmTiles(g, square), 16u);
+  EXPECT_NEAR(gemmUs(g, square), 2 * 2.0 * 128 * 256 * 256 / 1e6, 1e-9);
+  // Split-K writes and reads back its partial sums in fp32: 128 x 128 x 2048 is one tile, K split
+  // 8 ways (256 each) fills the 8 SMs, its bytes (operands, result, 8 partial sums written and
+  // read) at 1e6 B/us are below its compute, one wave of 2*128*128*256 FLOPs.
+  GemmShape deep{128, 128, 2048, 1, DType::kBf16};
+  const double operands = (128.0 * 2048 + 2048.0 * 128 + 128.0 * 128) * 2;
+  const double partials = 128.0 * 128 * 4 * 2 * 8;
+  EXPECT_GT(2.0 * 128 * 128 * 256 / 1e6, (operands + partials) / 1e6);
+  EXPECT_NEAR(gemmUs(g, deep), 2.0 * 128 * 128 * 256 / 1e6, 1e-9);
+  // At 1e5 B/us the split is memory-bound, its partial sums included, and still the faster.
+  g.memGBs = 100;
+  EXPECT_LT((operands + partials) / 1e5, 2.0 * 128 * 128 * 2048 / 1e6);
+  EXPECT_NEAR(gemmUs(g, deep), (operands + partials) / 1e5, 1e-9);
+  // Where memory is slower the partial sums cost more than the split saves: at 1e4 B/us the split
+  // would take (operands + partials) / 1e4, unsplit one wave of the whole K or its operands.
+  g.memGBs = 10;
+  const double unsplit = std::max(2.0 * 128 * 128 * 2048 / 1e6, operands / 1e4);
+  EXPECT_LT(unsplit, (operands + partials) / 1e4);
+  EXPECT_NEAR(gemmUs(g, deep), unsplit, 1e-9);
+  // The fixed cost and the launch gap are added once per GEMM.
+  g.gemmFixedUs = 3;
+  g.launchUs = 1;
+  EXPECT_NEAR(gemmUs(g, deep), unsplit + 3 + 1, 1e-9);
+  EXPECT_EQ(gemmUs(g, GemmShape{0, 128, 128, 1, DType::kBf16}), 0.0);
+}
+
 TEST(ComputeModel, PresetsNameTheirSources) {
   for (const std::string& name : gpuModelNames()) {
     GpuModel g;
