@@ -221,47 +221,47 @@ double tilingUs(const GpuModel& gpu, const GemmShape& g, const Tiling& t, int sm
   return std::max(compute, bytes / memBytesPerUs);
 }
 
-// The tiling the GEMM runs with on `sms` SMs: of the preset's tile shapes, each with and without
-// its split of K, the one that takes least time (the largest tile, split, on a tie).
-Tiling chooseTiling(const GpuModel& gpu, const GemmShape& g, int sms, double memBytesPerUs) {
-  Tiling best = tiling(static_cast<uint64_t>(gpu.tileM), static_cast<uint64_t>(gpu.tileN), g, sms);
-  double bestUs = tilingUs(gpu, g, best, sms, memBytesPerUs);
-  auto consider = [&](Tiling t) {
+// The tiling the GEMM runs with on `sms` SMs and its kernel time: of the preset's tile shapes,
+// each with and without its split of K, the one that takes least time (the largest tile, split,
+// on a tie).
+struct Choice {
+  Tiling tiling;
+  double us = 0;
+};
+Choice chooseTiling(const GpuModel& gpu, const GemmShape& g, int sms, double memBytesPerUs) {
+  Choice best;
+  bool any = false;
+  auto consider = [&](const Tiling& t) {
     const double us = tilingUs(gpu, g, t, sms, memBytesPerUs);
-    if (us < bestUs) {
-      best = t;
-      bestUs = us;
-    }
+    if (!any || us < best.us) best = {t, us};
+    any = true;
   };
-  std::vector<Tiling> shapes = {best};
-  for (const auto& shape : gpu.moreTiles)
-    shapes.push_back(
-        tiling(static_cast<uint64_t>(shape[0]), static_cast<uint64_t>(shape[1]), g, sms));
-  for (Tiling t : shapes) {
+  auto shape = [&](int tm, int tn) {
+    Tiling t = tiling(static_cast<uint64_t>(tm), static_cast<uint64_t>(tn), g, sms);
     consider(t);
     if (t.splitK > 1) {
       t.splitK = 1;
       consider(t);
     }
-  }
+  };
+  shape(gpu.tileM, gpu.tileN);
+  for (const auto& more : gpu.moreTiles) shape(more[0], more[1]);
   return best;
 }
 }  // namespace
 
 uint64_t gemmTiles(const GpuModel& gpu, const GemmShape& g) {
-  return chooseTiling(gpu, g, gpu.sms, memRate(gpu, {})).tiles;
+  return chooseTiling(gpu, g, gpu.sms, memRate(gpu, {})).tiling.tiles;
 }
 
 uint64_t gemmWaves(const GpuModel& gpu, const GemmShape& g, int sms) {
-  return waves(chooseTiling(gpu, g, sms, memRate(gpu, {})), sms);
+  return waves(chooseTiling(gpu, g, sms, memRate(gpu, {})).tiling, sms);
 }
 
 double gemmUs(const GpuModel& gpu, const GemmShape& g, const Interference& with) {
   if (g.m == 0 || g.n == 0 || g.k == 0 || g.batch == 0) return 0;
   const int sms = smsLeft(gpu, with);
-  const double rate = memRate(gpu, with);
-  return tilingUs(gpu, g, chooseTiling(gpu, g, sms, rate), sms, rate) + gpu.gemmFixedUs +
-         gpu.launchUs;
+  return chooseTiling(gpu, g, sms, memRate(gpu, with)).us + gpu.gemmFixedUs + gpu.launchUs;
 }
 
 double memoryUs(const GpuModel& gpu, double bytes, const Interference& with) {

@@ -8,10 +8,11 @@
 // A GEMM of fewer rows than a tile runs tiles of its rows (rounded up to 16), and one of fewer
 // tiles than SMs splits K across the SMs (split-K), as cuBLAS does for skinny GEMMs, writing and
 // reading back its partial sums (4 bytes an element a split). The GEMM runs with whichever of the
-// preset's tile shapes (`tileShapes`, the largest first) takes least time, as cuBLAS's heuristic
-// picks a kernel per shape. One tile takes 2 * tileM * tileN * k FLOPs at the SM's share of the
-// dense peak times `gemmEfficiency`; the GEMM takes at least the time its operands, result and
-// partial sums need from memory, plus `gemmFixedUs` (its prologue, epilogue and ramp).
+// preset's tile shapes (tileM x tileN, then `moreTiles`), split or not, takes least time, as
+// cuBLAS's heuristic picks a kernel per shape. One tile takes 2 * rows * cols * k FLOPs at the
+// SM's share of the dense peak times `gemmEfficiency`; the GEMM takes at least the time its
+// operands, result and partial sums need from memory, plus `gemmFixedUs` (its prologue,
+// epilogue and ramp).
 // A memory-bound operation moves its bytes at memGBs * memEfficiency; attention takes the longer
 // of its FLOPs at the peak times `attentionEfficiency` and its bytes from memory. Every kernel
 // adds `launchUs`.

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/log.hpp"
+#include "core/text_file.hpp"
 
 namespace tessera::workload {
 namespace {

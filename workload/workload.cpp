@@ -2,7 +2,6 @@
 #include "workload/workload.hpp"
 
 #include <cmath>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -10,6 +9,7 @@
 
 #include "core/build_config.hpp"
 #include "core/log.hpp"
+#include "core/text_file.hpp"
 
 #if TESSERA_HAVE_JSON
 #include <nlohmann/json.hpp>
@@ -504,16 +504,6 @@ Result workloadFromJson(const std::string&, const std::string& source, Workload*
 }
 std::string workloadToJson(const Workload&) { return "{}\n"; }
 #endif
-
-Result readTextFile(const std::string& path, const char* what, std::string* out) {
-  std::ifstream in(path);
-  if (!in) return TSR_FAIL(tsrInvalidArgument, "cannot open %s %s", what, path.c_str());
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return TSR_FAIL(tsrInvalidArgument, "cannot read %s %s", what, path.c_str());
-  *out = text.str();
-  return tsrSuccess;
-}
 
 Result readWorkloadFile(const std::string& path, Workload* out) {
   std::string text;

@@ -112,8 +112,6 @@ Result checkWorkload(const Workload& w, const std::string& source);
 Result workloadFromJson(const std::string& text, const std::string& source, Workload* out);
 Result readWorkloadFile(const std::string& path, Workload* out);
 std::string workloadToJson(const Workload& w);
-// A whole text file into *out; `what` names it in the error ("the workload file").
-Result readTextFile(const std::string& path, const char* what, std::string* out);
 
 // Stream index of `name` in rank r (added when new).
 uint16_t streamOf(Rank& r, const std::string& name);

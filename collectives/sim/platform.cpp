@@ -2,11 +2,10 @@
 #include "collectives/sim/platform.hpp"
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 
 #include "core/build_config.hpp"
 #include "core/log.hpp"
+#include "core/text_file.hpp"
 
 #if TESSERA_HAVE_JSON
 #include <nlohmann/json.hpp>
@@ -333,11 +332,9 @@ std::string machineToJson(const Machine& m) { return "{\"name\": \"" + m.name + 
 #endif
 
 Result readMachineFile(const std::string& path, Machine* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return TSR_FAIL(tsrInvalidArgument, "%s: cannot open the machine file", path.c_str());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return machineFromJson(text.str(), path, out);
+  std::string text;
+  TSR_CHECK(readTextFile(path, "the machine file", &text));
+  return machineFromJson(text, path, out);
 }
 
 }  // namespace tessera::sim
