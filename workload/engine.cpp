@@ -525,6 +525,12 @@ Result simulateWorkloadOn(const Workload& w, const GpuModel& gpu, const sim::Mac
 Result simulateWorkload(const Workload& w, const EngineOptions& opt, StepReport* out) {
   GpuModel gpu;
   TSR_CHECK(gpuModelPreset(w.gpu, &gpu));
+  if (opt.gemmEfficiency > 0) {
+    if (opt.gemmEfficiency > 1)
+      return TSR_FAIL(tsrInvalidArgument, "a GEMM efficiency of %g is above the peak",
+                      opt.gemmEfficiency);
+    gpu.gemmEfficiency = opt.gemmEfficiency;
+  }
   sim::Machine m;
   TSR_CHECK(sim::platformPreset(w.platform, w.nodes, &m));
   if (m.kind != sim::MachineKind::kGpu)

@@ -55,6 +55,9 @@ struct EngineOptions {
   // Measured kernel times (kernel_times.hpp): a GEMM or memory-bound op of a measured shape takes
   // its measurement plus the preset's launch gap; the rest keep the model.
   std::shared_ptr<const KernelTimes> kernelTimes;
+  // The GEMM kernels' share of the peak instead of the preset's (0: the preset's): the same GPU
+  // with another generation of its libraries (simulateWorkload applies it; compute.hpp).
+  double gemmEfficiency = 0;
 };
 
 struct OpSpan {

@@ -1,5 +1,5 @@
 // What tessera_sim's two modes (tessera_sim.cpp: one collective; tessera_sim_workload.cpp: a
-// step) share on their command line: exit codes, the sentences for usage and failures, integers.
+// step) share on their command line: exit codes, the sentences for usage and failures, numbers.
 #pragma once
 
 #include <cerrno>
@@ -34,6 +34,16 @@ inline bool parseInt(const char* s, long lo, long hi, int* out) {
   long v = std::strtol(s, &end, 10);
   if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) return false;
   *out = static_cast<int>(v);
+  return true;
+}
+
+// A whole finite decimal number in (lo, hi].
+inline bool parseFraction(const char* s, double lo, double hi, double* out) {
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(s, &end);
+  if (errno != 0 || end == s || *end != '\0' || !(v > lo && v <= hi)) return false;
+  *out = v;
   return true;
 }
 

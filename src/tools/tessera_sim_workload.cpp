@@ -65,6 +65,8 @@ constexpr const char* kUsage =
     "                    --zero-copy); one it cannot make keeps the device choice\n"
     "  --plan FILE       a plan file for the collectives of its kind and number of ranks\n"
     "  --no-contention   ops crossing one NIC at once do not share it\n"
+    "  --gemm-efficiency F  GEMM kernels at F (0 < F <= 1) of the peak instead of the\n"
+    "                    preset's: the same GPU with another generation of its libraries\n"
     "  --kernel-times FILE  measured.json of perf/gpu_model_check.py: GEMMs and memory-bound\n"
     "                    ops of a measured shape take their measured time, the rest the model\n"
     "  --trace FILE      the timeline as a Chrome trace (Perfetto, chrome://tracing)\n"
@@ -91,6 +93,9 @@ void printReport(const Workload& w, const StepReport& r, const EngineOptions& op
   std::printf("# workload %s: %zu simulated ranks standing for %d GPUs (%s on %s, %d nodes)\n",
               w.name.c_str(), w.ranks.size(), w.totalGpus(), w.gpu.c_str(), w.platform.c_str(),
               w.nodes);
+  if (opt.gemmEfficiency > 0)
+    std::printf("# GEMMs at %.1f%% of the peak (--gemm-efficiency), not the preset's\n",
+                100 * opt.gemmEfficiency);
   std::printf("step time            %12.3f ms\n", r.stepUs / 1e3);
   std::printf("TFLOP/s per GPU      %12.1f (%.1f%% of the bf16 dense peak; %s FLOPs)\n",
               r.tflopsPerGpu, r.percentOfPeak, w.modelFlops > 0 ? "the model's" : "executed");
@@ -200,6 +205,9 @@ int workloadMain(int argc, char** argv) {
       opt.kernelTimes = kt;
     } else if (a == "--no-contention") {
       opt.nicContention = false;
+    } else if (a == "--gemm-efficiency") {
+      if (!value() || !simcli::parseFraction(v, 0, 1, &opt.gemmEfficiency))
+        return usage("--gemm-efficiency: expected a share of the peak in (0, 1]");
     } else if (a == "--layers") {
       if (!intArg(1, 100000, &sp.layers)) return usage("--layers: expected 1..100000");
     } else if (a == "--hidden") {

@@ -291,6 +291,33 @@ TEST(WorkloadStep, SequentialOpsAddUpAndOverlappedOnesDoNot) {
   EXPECT_NEAR(q.ranks[0].exposedUs, 0, 1e-6);
 }
 
+TEST(WorkloadStep, AGemmEfficiencyOverridesThePresetsForEveryGemm) {
+  // One compute-bound GEMM on the A100 preset: its waves take 1 / efficiency as long; the fixed
+  // cost and the launch do not change. An efficiency above the peak is refused.
+  Workload w = parse(R"({"format": "tessera-workload", "version": 1, "gpu": "a100",
+    "platform": "dgx-a100", "ranks": [{"gpu": 0, "ops": [
+      {"id": "g", "op": "gemm", "m": 8192, "n": 8192, "k": 8192, "dtype": "fp16"}]}]})");
+  GpuModel a100;
+  ASSERT_EQ(gpuModelPreset("a100", &a100), tsrSuccess);
+  StepReport preset, slower;
+  ASSERT_EQ(simulateWorkload(w, {}, &preset), tsrSuccess) << lastErrorMessage();
+  EngineOptions opt;
+  opt.gemmEfficiency = 0.5;
+  ASSERT_EQ(simulateWorkload(w, opt, &slower), tsrSuccess) << lastErrorMessage();
+  const double fixed = a100.gemmFixedUs + a100.launchUs;
+  // 8192 x 8192 in 128 x 256 tiles: 2048 tiles, 19 waves on 108 SMs; each tile 2 * 128 * 256 *
+  // 8192 FLOPs at the SM's share of the peak.
+  const double tileUs = 2.0 * 128 * 256 * 8192 / (312e6 * a100.gemmEfficiency / 108);
+  EXPECT_NEAR(preset.stepUs, 19 * tileUs + fixed, 1e-6 * preset.stepUs);
+  EXPECT_NEAR(slower.stepUs - fixed, (preset.stepUs - fixed) * a100.gemmEfficiency / 0.5,
+              1e-6 * slower.stepUs);
+  opt.gemmEfficiency = 1.25;
+  StepReport refused;
+  EXPECT_NE(simulateWorkload(w, opt, &refused), tsrSuccess);
+  EXPECT_NE(std::string(lastErrorMessage()).find("above the peak"), std::string::npos)
+      << lastErrorMessage();
+}
+
 TEST(WorkloadStep, MeasuredKernelTimesReplaceTheModelsForTheirShapes) {
   // measured.json as perf/gpu_model_check.py writes it: the 256 x 256 x 1024 GEMM measured twice
   // (10 and 20 us: their mean), the 1e9-byte memory op at 400 us, a shape the step does not have.
