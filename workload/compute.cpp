@@ -24,16 +24,22 @@ constexpr double kAttentionEfficiency = 0.615;
 // largest of cuBLAS's typical tiles, 128 x 256 and 128 x 128, and split-K's partial sums), the
 // odd rows are held out. Assumed the same on the other GPUs (no such table for them).
 constexpr double kGemmFixedUs = 3.75;
-// No measured figure yet: a streaming kernel at 90% of the HBM line rate is an assumption, named
-// as one in every preset's source (the GPU bring-up issue's D2D copy will measure it).
-constexpr double kMemEfficiency = 0.9;
+// A streaming kernel's share of the HBM line rate, as copies measure it. A100 SXM4 80GB:
+// BabelStream's Copy at 1709.4 GB/s of 2039 (UKRI's BabelStream benchmark page, run on Tursa's
+// A100-SXM4-80GB: ukri-bench/benchmark-BabelStream README.md, commit 464294e; its Triad 1724.8).
+// Hopper: a device-to-device copy through PyTorch at about 3.0 TB/s of 3.35 on an H100 80GB HBM3
+// and 4.3 of 4.8 on an H200, on the machines lent to this project (the device tool's KINDS.md,
+// 2026-10 and 2026-11); the H800 as the H100.
+constexpr double kAmpereMemEfficiency = 1709.4 / 2039.0;
+constexpr double kHopperMemEfficiency = 0.9;
 // An eager framework's gap between kernels: assumed, as above.
 constexpr double kLaunchUs = 4.0;
 
 // A preset: the numbers that differ between GPUs; tiles, attention and memory efficiency and the
 // launch cost are the same assumptions for all.
 GpuModel preset(const char* name, const std::string& source, int sms, double bf16, double tf32,
-                double fp8, double fp32, double memGBs, double capacityGB, double gemmEfficiency) {
+                double fp8, double fp32, double memGBs, double capacityGB, double gemmEfficiency,
+                double memEfficiency) {
   GpuModel g;
   g.name = name;
   g.source = source;
@@ -47,7 +53,7 @@ GpuModel preset(const char* name, const std::string& source, int sms, double bf1
   g.memCapacityGB = capacityGB;
   g.gemmEfficiency = gemmEfficiency;
   g.attentionEfficiency = kAttentionEfficiency;
-  g.memEfficiency = kMemEfficiency;
+  g.memEfficiency = memEfficiency;
   g.tileM = 128;
   g.tileN = 256;
   g.moreTiles = {{128, 128}};
@@ -58,18 +64,19 @@ GpuModel preset(const char* name, const std::string& source, int sms, double bf1
 
 // The A100's GPU (A100, and A800 with its NVLink cut): no FP8 tensor cores.
 GpuModel ampere(const char* name, const std::string& source) {
-  return preset(name, source, 108, 312, 156, 0, 19.5, 2039, 80, kA100GemmEfficiency);
+  return preset(name, source, 108, 312, 156, 0, 19.5, 2039, 80, kA100GemmEfficiency,
+                kAmpereMemEfficiency);
 }
 
 GpuModel hopper(const char* name, const std::string& source, double memGBs, double capacityGB) {
   return preset(name, source, 132, 989.4, 494.7, 1978.9, 66.9, memGBs, capacityGB,
-                kH100GemmEfficiency);
+                kH100GemmEfficiency, kHopperMemEfficiency);
 }
 
 constexpr const char* kAssumed =
     "; GEMMs in 128 x 256 or 128 x 128 tiles and 3.75 us per kernel (fitted on OpenXLA's measured "
     "H100 GEMM kernels); attention at 61.5% of peak (FlashAttention-2's 50-73% on A100, "
-    "midpoint); memory kernels at 90% of HBM and 4 us per kernel launch assumed (not measured)";
+    "midpoint); 4 us per kernel launch assumed (not measured)";
 
 }  // namespace
 
@@ -127,29 +134,33 @@ Result gpuModelPreset(const std::string& name, GpuModel* out) {
       std::string(
           "NVIDIA A100 SXM4 80GB datasheet and A100 whitepaper: 108 SMs, 312 TFLOP/s BF16/FP16 "
           "dense, 156 TF32, 19.5 FP32, 80 GB HBM2e at 2039 GB/s; GEMMs at 85.9% of peak (the best "
-          "GEMM measured by the MAMF finder, 267.9 TFLOP/s)") +
+          "GEMM measured by the MAMF finder, 267.9 TFLOP/s); memory kernels at 83.8% of HBM "
+          "(BabelStream's Copy on an A100-SXM4-80GB, 1709.4 GB/s)") +
       kAssumed;
   static const std::string a800 =
       std::string(
           "NVIDIA A800 SXM4 80GB datasheet (the A100 SXM4 80GB's GPU with NVLink cut to 400 GB/s): "
           "108 SMs, 312 TFLOP/s BF16/FP16 dense, 80 GB HBM2e at 2039 GB/s; GEMMs as measured on "
-          "A100 (85.9%)") +
+          "A100 (85.9%), memory kernels as on A100 (83.8% of HBM)") +
       kAssumed;
   static const std::string h100 =
       std::string(
           "NVIDIA H100 SXM5 datasheet and Hopper whitepaper: 132 SMs, 989.4 TFLOP/s BF16/FP16 "
           "dense, 494.7 TF32, 1978.9 FP8, 66.9 FP32, 80 GB HBM3 at 3350 GB/s; GEMMs at 80.1% of "
-          "peak (the best GEMM measured by the MAMF finder, 792.1 TFLOP/s)") +
+          "peak (the best GEMM measured by the MAMF finder, 792.1 TFLOP/s); memory kernels at 90% of "
+          "HBM (a device-to-device copy measured at about 3.0 TB/s)") +
       kAssumed;
   static const std::string h800 =
       std::string(
           "NVIDIA H800 SXM5 datasheet (the H100 SXM5's GPU with NVLink cut to 400 GB/s): 132 SMs, "
-          "989.4 TFLOP/s BF16 dense, 80 GB HBM3 at 3350 GB/s; GEMMs as measured on H100 (80.1%)") +
+          "989.4 TFLOP/s BF16 dense, 80 GB HBM3 at 3350 GB/s; GEMMs and memory kernels as measured "
+          "on H100 (80.1%, 90%)") +
       kAssumed;
   static const std::string h200 =
       std::string(
           "NVIDIA H200 SXM datasheet: the H100's GPU (132 SMs, 989.4 TFLOP/s BF16 dense) with "
-          "141 GB HBM3e at 4800 GB/s; GEMMs as measured on H100 (80.1%)") +
+          "141 GB HBM3e at 4800 GB/s; GEMMs as measured on H100 (80.1%); memory kernels at 90% of "
+          "HBM (a device-to-device copy measured at about 4.3 TB/s)") +
       kAssumed;
   if (name == "a100") {
     *out = ampere("a100", a100);

@@ -217,6 +217,17 @@ TEST(ComputeModel, PresetsNameTheirSources) {
     EXPECT_NE(g.source.find("datasheet"), std::string::npos) << name;
     EXPECT_NE(g.source.find("assumed"), std::string::npos) << name;
   }
+  // Memory kernels at the copy bandwidth measured on each generation: BabelStream's Copy on an
+  // A100-SXM4-80GB (1709.4 GB/s: 1709.4 bytes a nanosecond take 1 us plus the launch), about
+  // 3.0 TB/s of the H100's 3.35 and 4.3 of the H200's 4.8 (a device-to-device copy).
+  GpuModel a100, h100, h200;
+  ASSERT_EQ(gpuModelPreset("a100", &a100), tsrSuccess);
+  ASSERT_EQ(gpuModelPreset("h100", &h100), tsrSuccess);
+  ASSERT_EQ(gpuModelPreset("h200", &h200), tsrSuccess);
+  EXPECT_NEAR(memoryUs(a100, 1709.4e6), 1000 + a100.launchUs, 1e-6);
+  EXPECT_NE(a100.source.find("BabelStream"), std::string::npos);
+  EXPECT_NEAR(h100.memGBs * h100.memEfficiency, 3000, 0.02 * 3000);
+  EXPECT_NEAR(h200.memGBs * h200.memEfficiency, 4300, 0.02 * 4300);
   GpuModel g;
   EXPECT_NE(gpuModelPreset("tpu", &g), tsrSuccess);
   EXPECT_NE(std::string(lastErrorMessage()).find("a100, a800, h100, h800, h200"),
