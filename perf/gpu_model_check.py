@@ -2,10 +2,11 @@
 """tessera_sim's compute model against the kernels it models, timed on the lent GPU.
 
 The workload simulator (docs/WORKLOADS.md) predicts each GEMM from its shape (tiles, waves and one
-efficiency per GPU) and each memory-bound kernel from its bytes (90% of HBM). This script times
-the same operations on a GPU with PyTorch, so a GPU session can say how far those predictions are
-from that GPU, op by op, and how far a whole transformer layer run by PyTorch is from the sum of
-its kernels (what the model leaves out as framework overhead). Three steps:
+efficiency per GPU) and each memory-bound kernel from its bytes (at a copy's measured bandwidth:
+90% of HBM on Hopper). This script times the same operations on a GPU with PyTorch, so a GPU
+session can say how far those predictions are from that GPU, op by op, and how far a whole
+transformer layer run by PyTorch is from the sum of its kernels (what the model leaves out as
+framework overhead). Three steps:
 
   prepare DIR    here (needs tessera_sim): the generator's steps for CONFIGS, written as
                  workload JSON into DIR (scripts/gpu_bundle.sh puts them in the bundle)

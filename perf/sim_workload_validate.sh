@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # tessera_sim --workload against published training and fused-kernel figures (issue 30's
 # validation; a benchmark, not a test). Prints one row per figure: published, simulated, error.
-# Nothing was fitted to these tables: the compute model's constants are the cited datasheets and
-# GEMM measurements (workload/compute.cpp), the links are the sim presets' (an NVLink efficiency
-# per generation, calibrated on NCCL's ring all-reduce on 8 H100 and on 8 A100 at large sizes:
-# collectives/sim/platform.cpp, perf/sim_gpu_validate.sh).
+# Nothing was fitted to these tables: the compute model's constants are the cited datasheets, GEMM
+# measurements and copy bandwidths (workload/compute.cpp), the links are the sim presets' (an
+# NVLink efficiency per generation, calibrated on NCCL's ring all-reduce on 8 H100 and on 8 A100
+# at large sizes: collectives/sim/platform.cpp, perf/sim_gpu_validate.sh).
 # The A100 rows run with 2021-22 software (Megatron-LM on Selene, NGC containers of CUDA 11.x)
 # take the A100's GEMM efficiency that NVIDIA published in 2020 instead of the preset's:
 # CUTLASS 2.2's profiler documentation (NVIDIA/cutlass media/docs/profiler.md, commit 86931fe of
@@ -13,7 +13,8 @@
 # 85.9% is the best GEMM a 2024 shape search found (workload/compute.cpp); FLUX's A800 rows below
 # (2024's libraries) keep it, and their GEMMs alone are within 4% with it (with 75.4%: +14% and
 # +10%). Up to 2026-12-07 every row used 85.9%, which put Table 1 at a median of 1.167 (1.7B
-# +22.5%, 39.1B +13.3%, 1T +11.1%) and Korthikanti's rows 9-15% fast. The published figures:
+# +22.5%, 39.1B +13.3%, 1T +11.1%) and Korthikanti's rows 9-15% fast (memory kernels then at an
+# assumed 90% of HBM, now the A100's measured copy: docs/WORKLOADS.md). The published figures:
 #   Megatron-LM PTD-P (Narayanan et al., SC'21, Table 1, all ten rows; the issue names three of
 #     them): A100 80GB on Selene (DGX A100), GPT with sequence 2048 and vocabulary 51,200; TFLOP/s
 #     per GPU by the paper's own count (96 B s l h^2 (1 + s/6h + V/16lh)), "measured for
