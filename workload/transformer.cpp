@@ -176,7 +176,10 @@ struct Emitter {
       return;
     }
     if (sp.flashAttention) {
-      double flops = 4 * B * S * S * H / T * attnScale;  // QK^T and PV, 2 FLOPs per MAC
+      // QK^T and PV, 2 FLOPs per MAC, over the causal mask's lower triangle only: FlashAttention
+      // skips the blocks above the diagonal (and its measured share of the peak, below, counts
+      // a causal kernel's FLOPs so: FlashAttention-2's benchmarks halve them).
+      double flops = 0.5 * 4 * B * S * S * H / T * attnScale;
       double bytes = 4 * B * S * H / T * kAct * attnScale;
       if (backward)
         attention(p + "attn_bwd", 2.5 * flops, 2.5 * bytes);  // the backward recomputes QK^T

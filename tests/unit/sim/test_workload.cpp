@@ -953,6 +953,21 @@ TEST(TransformerSchedules, SelectiveRecomputationRunsAttentionsCoreAgainBeforeIt
   sp.recomputeSelective = true;
   ASSERT_EQ(makeTransformerStep(sp, &w), tsrSuccess);
   for (const Op& op : w.ranks[0].ops) EXPECT_EQ(op.id.find(".re."), std::string::npos) << op.id;
+  // A causal FlashAttention kernel does the lower triangle only: half of QK^T's and PV's 4 B s^2 h
+  // FLOPs a layer (one TP rank's share), and its backward 2.5 times that.
+  const double causal = 0.5 * 4 * sp.microBatch * double(sp.seq) * sp.seq * sp.hidden / sp.tp;
+  int seen = 0;
+  for (const Op& op : w.ranks[0].ops) {
+    if (op.id == "mb0.l0.attn") {
+      EXPECT_NEAR(op.flops, causal, 1e-6 * causal);
+      ++seen;
+    }
+    if (op.id == "mb0.l0.b.attn_bwd") {
+      EXPECT_NEAR(op.flops, 2.5 * causal, 1e-6 * causal);
+      ++seen;
+    }
+  }
+  EXPECT_EQ(seen, 2);
   sp.recompute = true;
   EXPECT_NE(makeTransformerStep(sp, &w), tsrSuccess);
   EXPECT_NE(std::string(lastErrorMessage()).find("exclude each other"), std::string::npos);
