@@ -80,6 +80,17 @@
 #   Domino (arXiv 2409.15241): up to 1.3x over Megatron-LM on DGX-H100; its example model
 #     (DeepSpeedExamples training/DeepSpeed-Domino/pretrain_gpt3_6.7b.sh: GPT-3 6.7B, sequence
 #     1024, micro-batch 8, fp16) with TP 8 on one node.
+#   FlashAttention's GPT-3 (Dao-AILab/flash-attention training/README.md, its table added
+#     2022-11-29, commit 4a6eaa9): tokens/s on one node of 8 A100 80GB SXM4, GPT-3 125M to 2.7B
+#     (sequence 2048, vocabulary 50,257 padded to 50,264), each with the configuration its
+#     training/configs/experiment/pile/*.yaml gives an 80 GB GPU (micro-batch 32, 32, 16, 8, 4;
+#     global batch 256, 256, 256, 512, 512; bf16 autocast, so fp32 gradients, each micro-batch's
+#     cast to fp32 and added (--grad-accum-bytes 24 with the weights' casts to bf16); DDP, whose
+#     ZeRO-1 optimizer for the three largest is simulated as DDP; no recomputation) and
+#     FlashAttention's first version: 25-40% of the A100's peak (FlashAttention-2's paper and
+#     blog), its midpoint (--attention-efficiency 0.325); 2022's software, so 2020's GEMMs. Not
+#     modelled: that code fuses bias and GeLU into the GEMM and dropout, residual and LayerNorm
+#     into one kernel, which the generator runs as Megatron-LM's separate kernels.
 #   BUILD_DIR=build perf/sim_workload_validate.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -226,6 +237,22 @@ H800 - ag_gemm AllGather+GEMM all-gather 1.429 0.957 0.846 0.583
 H800 - gemm_rs GEMM+ReduceScatter reduce-scatter 1.408 0.932 0.818 0.590
 A800 _a800 ag_gemm AllGather+GEMM all-gather 3.099 2.469 2.438 0.662
 A800 _a800 gemm_rs GEMM+ReduceScatter reduce-scatter 3.100 2.508 2.453 0.646
+TABLE
+# FlashAttention's GPT-3 on 8 A100: name, hidden, heads, layers, micro-batch, global batch,
+# published thousands of tokens/s.
+while read -r name hidden heads layers mbs batch published; do
+  st=$("$sim" --workload gpt --gpu a100 --seq 2048 --vocab 50264 --hidden "$hidden" --heads "$heads" \
+    --layers "$layers" --micro-batch "$mbs" --global-batch "$batch" --dp 8 --flash \
+    --attention-efficiency 0.325 --gemm-efficiency 0.7536 --dp-overlap --grad-bytes 4 \
+    --grad-accum-bytes 24 | stepms)
+  row "FlashAttention GPT-3 $name, 8 A100, batch $batch" "$published" \
+    "$(awk -v b="$batch" -v st="$st" 'BEGIN {print b * 2048 / (st / 1e3) / 1e3}')" "k tok/s"
+done <<'TABLE'
+125M 768 12 12 32 256 1310
+355M 1024 16 24 32 256 503
+760M 1536 16 24 16 256 245
+1.3B 2048 16 24 8 512 169
+2.7B 2560 20 32 4 512 85
 TABLE
 domino=$("$sim" --workload gpt --layers 32 --hidden 4096 --heads 32 --seq 1024 --micro-batch 8 \
   --global-batch 8 --tp 8 --compare-schedules)

@@ -531,6 +531,12 @@ Result simulateWorkload(const Workload& w, const EngineOptions& opt, StepReport*
                       opt.gemmEfficiency);
     gpu.gemmEfficiency = opt.gemmEfficiency;
   }
+  if (opt.attentionEfficiency > 0) {
+    if (opt.attentionEfficiency > 1)
+      return TSR_FAIL(tsrInvalidArgument, "an attention efficiency of %g is above the peak",
+                      opt.attentionEfficiency);
+    gpu.attentionEfficiency = opt.attentionEfficiency;
+  }
   sim::Machine m;
   TSR_CHECK(sim::platformPreset(w.platform, w.nodes, &m));
   if (m.kind != sim::MachineKind::kGpu)

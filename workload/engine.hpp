@@ -58,6 +58,9 @@ struct EngineOptions {
   // The GEMM kernels' share of the peak instead of the preset's (0: the preset's): the same GPU
   // with another generation of its libraries (simulateWorkload applies it; compute.hpp).
   double gemmEfficiency = 0;
+  // The attention kernels' share of the peak instead of the preset's (0: the preset's), as for
+  // FlashAttention's first version (25-40% of the A100's peak, against the preset's FA-2).
+  double attentionEfficiency = 0;
 };
 
 struct OpSpan {

@@ -67,6 +67,8 @@ constexpr const char* kUsage =
     "  --no-contention   ops crossing one NIC at once do not share it\n"
     "  --gemm-efficiency F  GEMM kernels at F (0 < F <= 1) of the peak instead of the\n"
     "                    preset's: the same GPU with another generation of its libraries\n"
+    "  --attention-efficiency F  attention kernels (--flash) at F of the peak instead of the\n"
+    "                    preset's FlashAttention-2 (61.5%)\n"
     "  --kernel-times FILE  measured.json of perf/gpu_model_check.py: GEMMs and memory-bound\n"
     "                    ops of a measured shape take their measured time, the rest the model\n"
     "  --trace FILE      the timeline as a Chrome trace (Perfetto, chrome://tracing)\n"
@@ -96,6 +98,9 @@ void printReport(const Workload& w, const StepReport& r, const EngineOptions& op
   if (opt.gemmEfficiency > 0)
     std::printf("# GEMMs at %.1f%% of the peak (--gemm-efficiency), not the preset's\n",
                 100 * opt.gemmEfficiency);
+  if (opt.attentionEfficiency > 0)
+    std::printf("# attention at %.1f%% of the peak (--attention-efficiency), not the preset's\n",
+                100 * opt.attentionEfficiency);
   std::printf("step time            %12.3f ms\n", r.stepUs / 1e3);
   std::printf("TFLOP/s per GPU      %12.1f (%.1f%% of the bf16 dense peak; %s FLOPs)\n",
               r.tflopsPerGpu, r.percentOfPeak, w.modelFlops > 0 ? "the model's" : "executed");
@@ -208,6 +213,9 @@ int workloadMain(int argc, char** argv) {
     } else if (a == "--gemm-efficiency") {
       if (!value() || !simcli::parseFraction(v, 0, 1, &opt.gemmEfficiency))
         return usage("--gemm-efficiency: expected a share of the peak in (0, 1]");
+    } else if (a == "--attention-efficiency") {
+      if (!value() || !simcli::parseFraction(v, 0, 1, &opt.attentionEfficiency))
+        return usage("--attention-efficiency: expected a share of the peak in (0, 1]");
     } else if (a == "--layers") {
       if (!intArg(1, 100000, &sp.layers)) return usage("--layers: expected 1..100000");
     } else if (a == "--hidden") {

@@ -302,7 +302,7 @@ TEST(WorkloadStep, SequentialOpsAddUpAndOverlappedOnesDoNot) {
   EXPECT_NEAR(q.ranks[0].exposedUs, 0, 1e-6);
 }
 
-TEST(WorkloadStep, AGemmEfficiencyOverridesThePresetsForEveryGemm) {
+TEST(WorkloadStep, GemmAndAttentionEfficienciesGivenOverrideThePresets) {
   // One compute-bound GEMM on the A100 preset: its waves take 1 / efficiency as long; the fixed
   // cost and the launch do not change. An efficiency above the peak is refused.
   Workload w = parse(R"({"format": "tessera-workload", "version": 1, "gpu": "a100",
@@ -327,6 +327,17 @@ TEST(WorkloadStep, AGemmEfficiencyOverridesThePresetsForEveryGemm) {
   EXPECT_NE(simulateWorkload(w, opt, &refused), tsrSuccess);
   EXPECT_NE(std::string(lastErrorMessage()).find("above the peak"), std::string::npos)
       << lastErrorMessage();
+  // The attention kernels' efficiency likewise: 1e12 FLOPs at 40% of 312 TFLOP/s.
+  Workload a = parse(R"({"format": "tessera-workload", "version": 1, "gpu": "a100",
+    "platform": "dgx-a100", "ranks": [{"gpu": 0, "ops": [
+      {"id": "fa", "op": "attention", "flops": 1e12, "bytes": 1e6, "dtype": "bf16"}]}]})");
+  EngineOptions fa1;
+  fa1.attentionEfficiency = 0.4;
+  StepReport at;
+  ASSERT_EQ(simulateWorkload(a, fa1, &at), tsrSuccess) << lastErrorMessage();
+  EXPECT_NEAR(at.stepUs, 1e12 / (312e6 * 0.4) + a100.launchUs, 1e-6 * at.stepUs);
+  fa1.attentionEfficiency = 2;
+  EXPECT_NE(simulateWorkload(a, fa1, &at), tsrSuccess);
 }
 
 TEST(WorkloadStep, MeasuredKernelTimesReplaceTheModelsForTheirShapes) {
