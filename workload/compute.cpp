@@ -147,8 +147,8 @@ Result gpuModelPreset(const std::string& name, GpuModel* out) {
       std::string(
           "NVIDIA H100 SXM5 datasheet and Hopper whitepaper: 132 SMs, 989.4 TFLOP/s BF16/FP16 "
           "dense, 494.7 TF32, 1978.9 FP8, 66.9 FP32, 80 GB HBM3 at 3350 GB/s; GEMMs at 80.1% of "
-          "peak (the best GEMM measured by the MAMF finder, 792.1 TFLOP/s); memory kernels at 90% of "
-          "HBM (a device-to-device copy measured at about 3.0 TB/s)") +
+          "peak (the best GEMM measured by the MAMF finder, 792.1 TFLOP/s); memory kernels at 90% "
+          "of HBM (a device-to-device copy measured at about 3.0 TB/s)") +
       kAssumed;
   static const std::string h800 =
       std::string(
