@@ -35,8 +35,8 @@ constexpr double kHopperMemEfficiency = 0.9;
 // An eager framework's gap between kernels: assumed, as above.
 constexpr double kLaunchUs = 4.0;
 
-// A preset: the numbers that differ between GPUs; tiles, attention and memory efficiency and the
-// launch cost are the same assumptions for all.
+// A preset: the numbers that differ between GPUs; tiles, the fixed cost, attention's efficiency
+// and the launch cost are the same for all.
 GpuModel preset(const char* name, const std::string& source, int sms, double bf16, double tf32,
                 double fp8, double fp32, double memGBs, double capacityGB, double gemmEfficiency,
                 double memEfficiency) {

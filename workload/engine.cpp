@@ -525,15 +525,18 @@ Result simulateWorkloadOn(const Workload& w, const GpuModel& gpu, const sim::Mac
 Result simulateWorkload(const Workload& w, const EngineOptions& opt, StepReport* out) {
   GpuModel gpu;
   TSR_CHECK(gpuModelPreset(w.gpu, &gpu));
-  if (opt.gemmEfficiency > 0) {
-    if (opt.gemmEfficiency > 1)
-      return TSR_FAIL(tsrInvalidArgument, "a GEMM efficiency of %g is above the peak",
+  if (opt.gemmEfficiency != 0) {
+    if (!(opt.gemmEfficiency > 0 && opt.gemmEfficiency <= 1))
+      return TSR_FAIL(tsrInvalidArgument,
+                      "a GEMM efficiency of %g is not a share of the peak (above 0, at most 1)",
                       opt.gemmEfficiency);
     gpu.gemmEfficiency = opt.gemmEfficiency;
   }
-  if (opt.attentionEfficiency > 0) {
-    if (opt.attentionEfficiency > 1)
-      return TSR_FAIL(tsrInvalidArgument, "an attention efficiency of %g is above the peak",
+  if (opt.attentionEfficiency != 0) {
+    if (!(opt.attentionEfficiency > 0 && opt.attentionEfficiency <= 1))
+      return TSR_FAIL(tsrInvalidArgument,
+                      "an attention efficiency of %g is not a share of the peak (above 0, at most "
+                      "1)",
                       opt.attentionEfficiency);
     gpu.attentionEfficiency = opt.attentionEfficiency;
   }

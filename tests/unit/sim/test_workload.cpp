@@ -304,7 +304,7 @@ TEST(WorkloadStep, SequentialOpsAddUpAndOverlappedOnesDoNot) {
 
 TEST(WorkloadStep, GemmAndAttentionEfficienciesGivenOverrideThePresets) {
   // One compute-bound GEMM on the A100 preset: its waves take 1 / efficiency as long; the fixed
-  // cost and the launch do not change. An efficiency above the peak is refused.
+  // cost and the launch do not change. An efficiency above the peak, or negative, is refused.
   Workload w = parse(R"({"format": "tessera-workload", "version": 1, "gpu": "a100",
     "platform": "dgx-a100", "ranks": [{"gpu": 0, "ops": [
       {"id": "g", "op": "gemm", "m": 8192, "n": 8192, "k": 8192, "dtype": "fp16"}]}]})");
@@ -325,8 +325,10 @@ TEST(WorkloadStep, GemmAndAttentionEfficienciesGivenOverrideThePresets) {
   opt.gemmEfficiency = 1.25;
   StepReport refused;
   EXPECT_NE(simulateWorkload(w, opt, &refused), tsrSuccess);
-  EXPECT_NE(std::string(lastErrorMessage()).find("above the peak"), std::string::npos)
+  EXPECT_NE(std::string(lastErrorMessage()).find("not a share of the peak"), std::string::npos)
       << lastErrorMessage();
+  opt.gemmEfficiency = -0.5;
+  EXPECT_NE(simulateWorkload(w, opt, &refused), tsrSuccess);
   // The attention kernels' efficiency likewise: 1e12 FLOPs at 40% of 312 TFLOP/s.
   Workload a = parse(R"({"format": "tessera-workload", "version": 1, "gpu": "a100",
     "platform": "dgx-a100", "ranks": [{"gpu": 0, "ops": [
