@@ -525,21 +525,18 @@ Result simulateWorkloadOn(const Workload& w, const GpuModel& gpu, const sim::Mac
 Result simulateWorkload(const Workload& w, const EngineOptions& opt, StepReport* out) {
   GpuModel gpu;
   TSR_CHECK(gpuModelPreset(w.gpu, &gpu));
-  if (opt.gemmEfficiency != 0) {
-    if (!(opt.gemmEfficiency > 0 && opt.gemmEfficiency <= 1))
+  // An efficiency given (0: the preset's) replaces the preset's, if it is a share of the peak.
+  auto given = [](double value, const char* what, double* field) -> Result {
+    if (value == 0) return tsrSuccess;
+    if (!(value > 0 && value <= 1))
       return TSR_FAIL(tsrInvalidArgument,
-                      "a GEMM efficiency of %g is not a share of the peak (above 0, at most 1)",
-                      opt.gemmEfficiency);
-    gpu.gemmEfficiency = opt.gemmEfficiency;
-  }
-  if (opt.attentionEfficiency != 0) {
-    if (!(opt.attentionEfficiency > 0 && opt.attentionEfficiency <= 1))
-      return TSR_FAIL(tsrInvalidArgument,
-                      "an attention efficiency of %g is not a share of the peak (above 0, at most "
-                      "1)",
-                      opt.attentionEfficiency);
-    gpu.attentionEfficiency = opt.attentionEfficiency;
-  }
+                      "%s efficiency of %g is not a share of the peak (above 0, at most 1)", what,
+                      value);
+    *field = value;
+    return tsrSuccess;
+  };
+  TSR_CHECK(given(opt.gemmEfficiency, "a GEMM", &gpu.gemmEfficiency));
+  TSR_CHECK(given(opt.attentionEfficiency, "an attention", &gpu.attentionEfficiency));
   sim::Machine m;
   TSR_CHECK(sim::platformPreset(w.platform, w.nodes, &m));
   if (m.kind != sim::MachineKind::kGpu)

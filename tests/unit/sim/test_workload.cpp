@@ -340,6 +340,9 @@ TEST(WorkloadStep, GemmAndAttentionEfficienciesGivenOverrideThePresets) {
   EXPECT_NEAR(at.stepUs, 1e12 / (312e6 * 0.4) + a100.launchUs, 1e-6 * at.stepUs);
   fa1.attentionEfficiency = 2;
   EXPECT_NE(simulateWorkload(a, fa1, &at), tsrSuccess);
+  EXPECT_NE(std::string(lastErrorMessage()).find("an attention efficiency of 2 is not"),
+            std::string::npos)
+      << lastErrorMessage();
 }
 
 TEST(WorkloadStep, MeasuredKernelTimesReplaceTheModelsForTheirShapes) {
