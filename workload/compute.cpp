@@ -11,19 +11,28 @@ namespace {
 constexpr Subsys kLogSubsys = Subsys::kColl;
 
 // The best GEMM each GPU reached in Stas Bekman's "Maximum Achievable Matmul FLOPS" search
-// (stas00/ml-engineering, compute/accelerator; the numbers as re-measured in mag-/gpu_benchmark's
-// README: A100 SXM 267.9 TFLOP/s BF16, H100 SXM 792.1) over the datasheet peaks (312, 989.4).
+// (stas00/ml-engineering, compute/accelerator/README.md, its MAMF table: CUDA 12.1, bf16): A100
+// SXM 267.9 TFLOP/s (at 6912 x 16384 x 2048), H100 SXM 792.1 (at 6144 x 17920 x 2816), over the
+// datasheet peaks (312, 989.4). The best over a search of shapes, large K included, is taken as
+// the ceiling that a tile's main loop runs at: no GEMM of the model runs faster. (A single
+// measured GEMM, not a search's best, gives the rate at its own shape instead: gemmCalibrate.)
 constexpr double kA100GemmEfficiency = 267.9 / 312.0;
 constexpr double kH100GemmEfficiency = 792.1 / 989.4;
 // FlashAttention-2 (Dao, 2023): forward and backward at 50-73% of the A100's peak; the midpoint.
 constexpr double kAttentionEfficiency = 0.615;
-// A GEMM kernel's fixed time (its ramp, the first tiles' loads, the last tiles' epilogue), and
-// the tile shapes it may run with: calibrated on OpenXLA's table of measured H100 GEMM kernels
+// A GEMM kernel's fixed time (its ramp and drain), each wave's time beyond its tiles' main loops
+// (a tile's loads before its first MMA and its epilogue), and the tile shapes it may run with:
+// calibrated on OpenXLA's table of measured H100 GEMM kernels
 // (tensorflow/tensorflow third_party/xla/xla/service/gpu/model/matmul_interpolator_data.h,
-// sm_90 bf16): the even rows of perf/sim_gemm_validate.py's 32 fitted it (3.75 us, with the two
-// largest of cuBLAS's typical tiles, 128 x 256 and 128 x 128, and split-K's partial sums), the
-// odd rows are held out. Assumed the same on the other GPUs (no such table for them).
-constexpr double kGemmFixedUs = 3.75;
+// sm_90 bf16): the even rows of perf/sim_gemm_validate.py's 32 fitted them (2.25 us and 1.9 us
+// a wave, least squares of the relative error, at the H100's MAMF ceiling; with the two largest
+// of cuBLAS's typical tiles, 128 x 256 and 128 x 128, and split-K's partial sums), the odd rows
+// are held out. The table's 4096 x 4096
+// GEMMs with K from 256 to 4096 (4 waves each) take about 9 us plus 0.041 us per K: a cost per
+// wave that a fixed cost per kernel alone misses. Assumed the same on the other GPUs (no such
+// table for them).
+constexpr double kGemmFixedUs = 2.25;
+constexpr double kGemmWaveUs = 1.9;
 // A streaming kernel's share of the HBM line rate, as copies measure it. A100 SXM4 80GB:
 // BabelStream's Copy at 1709.4 GB/s of 2039 (UKRI's BabelStream benchmark page, run on Tursa's
 // A100-SXM4-80GB: ukri-bench/benchmark-BabelStream README.md, commit 464294e; its Triad 1724.8).
@@ -51,13 +60,14 @@ GpuModel preset(const char* name, const std::string& source, int sms, double bf1
   g.fp32Tflops = fp32;
   g.memGBs = memGBs;
   g.memCapacityGB = capacityGB;
-  g.gemmEfficiency = gemmEfficiency;
   g.attentionEfficiency = kAttentionEfficiency;
   g.memEfficiency = memEfficiency;
   g.tileM = 128;
   g.tileN = 256;
   g.moreTiles = {{128, 128}};
   g.gemmFixedUs = kGemmFixedUs;
+  g.gemmWaveUs = kGemmWaveUs;
+  g.gemmEfficiency = gemmEfficiency;
   g.launchUs = kLaunchUs;
   return g;
 }
@@ -74,8 +84,9 @@ GpuModel hopper(const char* name, const std::string& source, double memGBs, doub
 }
 
 constexpr const char* kAssumed =
-    "; GEMMs in 128 x 256 or 128 x 128 tiles and 3.75 us per kernel (fitted on OpenXLA's measured "
-    "H100 GEMM kernels); attention at 61.5% of peak (FlashAttention-2's 50-73% on A100, "
+    "; GEMMs in 128 x 256 or 128 x 128 tiles, 2.25 us per kernel and 1.9 us per wave (fitted on "
+    "OpenXLA's measured H100 GEMM kernels); attention at 61.5% of peak (FlashAttention-2's 50-73% "
+    "on A100, "
     "midpoint); 4 us per kernel launch assumed (not measured)";
 
 }  // namespace
@@ -133,33 +144,36 @@ Result gpuModelPreset(const std::string& name, GpuModel* out) {
   static const std::string a100 =
       std::string(
           "NVIDIA A100 SXM4 80GB datasheet and A100 whitepaper: 108 SMs, 312 TFLOP/s BF16/FP16 "
-          "dense, 156 TF32, 19.5 FP32, 80 GB HBM2e at 2039 GB/s; GEMMs at 85.9% of peak (the best "
-          "GEMM measured by the MAMF finder, 267.9 TFLOP/s); memory kernels at 83.8% of HBM "
+          "dense, 156 TF32, 19.5 FP32, 80 GB HBM2e at 2039 GB/s; GEMMs' main loops at 85.9% of "
+          "peak (the best GEMM measured by the MAMF finder, 267.9 TFLOP/s at 6912 x 16384 x 2048); "
+          "memory kernels at 83.8% of HBM "
           "(BabelStream's Copy on an A100-SXM4-80GB, 1709.4 GB/s)") +
       kAssumed;
   static const std::string a800 =
       std::string(
           "NVIDIA A800 SXM4 80GB datasheet (the A100 SXM4 80GB's GPU with NVLink cut to 400 GB/s): "
           "108 SMs, 312 TFLOP/s BF16/FP16 dense, 80 GB HBM2e at 2039 GB/s; GEMMs as measured on "
-          "A100 (85.9%), memory kernels as on A100 (83.8% of HBM)") +
+          "A100 (85.9% at 6912 x 16384 x 2048), memory kernels as on A100 (83.8% of HBM)") +
       kAssumed;
   static const std::string h100 =
       std::string(
           "NVIDIA H100 SXM5 datasheet and Hopper whitepaper: 132 SMs, 989.4 TFLOP/s BF16/FP16 "
-          "dense, 494.7 TF32, 1978.9 FP8, 66.9 FP32, 80 GB HBM3 at 3350 GB/s; GEMMs at 80.1% of "
-          "peak (the best GEMM measured by the MAMF finder, 792.1 TFLOP/s); memory kernels at 90% "
+          "dense, 494.7 TF32, 1978.9 FP8, 66.9 FP32, 80 GB HBM3 at 3350 GB/s; GEMMs' main loops at "
+          "80.1% of peak (the best GEMM measured by the MAMF finder, 792.1 TFLOP/s at 6144 x 17920 "
+          "x 2816); memory kernels at 90% "
           "of HBM (a device-to-device copy measured at about 3.0 TB/s)") +
       kAssumed;
   static const std::string h800 =
       std::string(
           "NVIDIA H800 SXM5 datasheet (the H100 SXM5's GPU with NVLink cut to 400 GB/s): 132 SMs, "
           "989.4 TFLOP/s BF16 dense, 80 GB HBM3 at 3350 GB/s; GEMMs and memory kernels as measured "
-          "on H100 (80.1%, 90%)") +
+          "on H100 (80.1% at 6144 x 17920 x 2816, 90%)") +
       kAssumed;
   static const std::string h200 =
       std::string(
           "NVIDIA H200 SXM datasheet: the H100's GPU (132 SMs, 989.4 TFLOP/s BF16 dense) with "
-          "141 GB HBM3e at 4800 GB/s; GEMMs as measured on H100 (80.1%); memory kernels at 90% of "
+          "141 GB HBM3e at 4800 GB/s; GEMMs as measured on H100 (80.1% at 6144 x 17920 x 2816); "
+          "memory kernels at 90% of "
           "HBM (a device-to-device copy measured at about 4.3 TB/s)") +
       kAssumed;
   if (name == "a100") {
@@ -224,7 +238,7 @@ double tilingUs(const GpuModel& gpu, const GemmShape& g, const Tiling& t, int sm
   const double kPerSplit = std::ceil(static_cast<double>(g.k) / static_cast<double>(t.splitK));
   const double tileUs = 2.0 * static_cast<double>(t.rows) * static_cast<double>(t.cols) *
                         kPerSplit / std::max(perSm, 1e-9);
-  const double compute = static_cast<double>(waves(t, sms)) * tileUs;
+  const double compute = static_cast<double>(waves(t, sms)) * (tileUs + gpu.gemmWaveUs);
   const double mn = static_cast<double>(g.m) * static_cast<double>(g.n);
   double bytes = static_cast<double>(g.batch) * dtypeBytes(g.dtype) *
                  (static_cast<double>(g.m) * g.k + static_cast<double>(g.k) * g.n + mn);
@@ -273,6 +287,36 @@ double gemmUs(const GpuModel& gpu, const GemmShape& g, const Interference& with)
   if (g.m == 0 || g.n == 0 || g.k == 0 || g.batch == 0) return 0;
   const int sms = smsLeft(gpu, with);
   return chooseTiling(gpu, g, sms, memRate(gpu, with)).us + gpu.gemmFixedUs + gpu.launchUs;
+}
+
+Result gemmCalibrate(GpuModel* gpu, const GemmShape& measured, double efficiency) {
+  if (!(efficiency > 0 && efficiency <= 1))
+    return TSR_FAIL(tsrInvalidArgument,
+                    "a GEMM efficiency of %g is not a share of the peak (above 0, at most 1)",
+                    efficiency);
+  if (measured.m == 0 || measured.n == 0 || measured.k == 0 || measured.batch == 0)
+    return TSR_FAIL(tsrInvalidArgument, "a measured GEMM needs its M, N and K");
+  // The measured kernel time; the model's (no launch gap) falls as the rate rises, so bisect.
+  const double target = gemmFlops(measured) / (gpu->peakTflops(measured.dtype) * 1e6 * efficiency);
+  auto kernelUs = [&](double rate) {
+    GpuModel g = *gpu;
+    g.gemmEfficiency = rate;
+    return gemmUs(g, measured) - g.launchUs;
+  };
+  if (kernelUs(1.0) > target * (1 + 1e-9))
+    return TSR_FAIL(tsrInvalidArgument,
+                    "a GEMM of %llu x %llu x %llu at %g%% of the peak takes %.2f us, less than the "
+                    "model's overheads and memory traffic allow at the full peak (%.2f us)",
+                    static_cast<unsigned long long>(measured.m),
+                    static_cast<unsigned long long>(measured.n),
+                    static_cast<unsigned long long>(measured.k), 100 * efficiency, target, kernelUs(1.0));
+  double lo = 1e-6, hi = 1.0;
+  for (int i = 0; i < 200 && hi - lo > 1e-12; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (kernelUs(mid) > target ? lo : hi) = mid;
+  }
+  gpu->gemmEfficiency = hi;
+  return tsrSuccess;
 }
 
 double memoryUs(const GpuModel& gpu, double bytes, const Interference& with) {

@@ -10,9 +10,13 @@
 // reading back its partial sums (4 bytes an element a split). The GEMM runs with whichever of the
 // preset's tile shapes (tileM x tileN, then `moreTiles`), split or not, takes least time, as
 // cuBLAS's heuristic picks a kernel per shape. One tile takes 2 * rows * cols * k FLOPs at the
-// SM's share of the dense peak times `gemmEfficiency`; the GEMM takes at least the time its
-// operands, result and partial sums need from memory, plus `gemmFixedUs` (its prologue,
-// epilogue and ramp).
+// SM's share of the dense peak times `gemmEfficiency` (the tile's main loop), and each wave
+// `gemmWaveUs` more (a tile's loads before its first MMA and its epilogue, which a short K does
+// not hide); the GEMM takes at least the time its operands, result and partial sums need from
+// memory, plus `gemmFixedUs` once (the kernel's ramp and drain). A preset's `gemmEfficiency` is
+// the best GEMM a search of shapes measured (the ceiling); gemmCalibrate derives it instead from
+// one measured GEMM, its shape and its share of the peak: the main-loop rate at which the model
+// takes that GEMM's measured time.
 // A memory-bound operation moves its bytes at memGBs * memEfficiency; attention takes the longer
 // of its FLOPs at the peak times `attentionEfficiency` and its bytes from memory. Every kernel
 // adds `launchUs`.
@@ -44,13 +48,14 @@ struct GpuModel {
   double bf16Tflops = 0, fp16Tflops = 0, tf32Tflops = 0, fp8Tflops = 0, fp32Tflops = 0;
   double memGBs = 0;               // HBM bandwidth, GB/s
   double memCapacityGB = 0;        // HBM capacity, GB
-  double gemmEfficiency = 1;       // the best large GEMM's share of the peak (measured, cited)
+  double gemmEfficiency = 1;       // a tile's main loop's share of the peak (measured, cited)
   double attentionEfficiency = 1;  // attention kernels' share of the peak
   double memEfficiency = 1;        // the share of memGBs a streaming kernel reaches
   int tileM = 128, tileN = 256;    // the GEMM's largest CTA tile (the fused kernels' tile)
   // Further tile shapes a GEMM may run with (rows x columns), beside tileM x tileN.
   std::vector<std::array<int, 2>> moreTiles;
   double gemmFixedUs = 0;  // a GEMM kernel's time beyond its waves (calibrated, cited)
+  double gemmWaveUs = 0;   // each wave's time beyond its tiles' main loops (calibrated, cited)
   double launchUs = 0;     // per kernel
   double peakTflops(DType t) const;
 };
@@ -73,6 +78,12 @@ double gemmFlops(const GemmShape& g);
 // Tiles and waves of a GEMM on `sms` SMs, with the tile shape it runs with there.
 uint64_t gemmTiles(const GpuModel& gpu, const GemmShape& g);
 uint64_t gemmWaves(const GpuModel& gpu, const GemmShape& g, int sms);
+// Sets gpu->gemmEfficiency to the main-loop rate at which the model's kernel time of `measured`
+// (gemmUs less the launch gap, at the GPU's fixed and per-wave costs) is its FLOPs at
+// `efficiency` of the peak. Refused with a sentence when
+// `efficiency` is not in (0, 1] or the overheads and memory alone take longer than the
+// measurement, or when the rate it needs is above the peak.
+Result gemmCalibrate(GpuModel* gpu, const GemmShape& measured, double efficiency);
 // Time in microseconds (launch included).
 double gemmUs(const GpuModel& gpu, const GemmShape& g, const Interference& with = {});
 double memoryUs(const GpuModel& gpu, double bytes, const Interference& with = {});

@@ -256,7 +256,9 @@ struct Engine {
     in.tiles.tileN = static_cast<uint32_t>(gpu.tileN);
     in.sms = static_cast<uint32_t>(gpu.sms);
     const double perSm = gpu.peakTflops(op.gemm.dtype) * 1e6 * gpu.gemmEfficiency / gpu.sms;
-    in.tileUs = 2.0 * gpu.tileM * gpu.tileN * static_cast<double>(op.gemm.k) / perSm;
+    // A tile's main loop and its wave's loads and epilogue (compute.hpp).
+    in.tileUs =
+        2.0 * gpu.tileM * gpu.tileN * static_cast<double>(op.gemm.k) / perSm + gpu.gemmWaveUs;
     in.linkBytesPerUs = machine.intraGBs * machine.intraEfficiency * 1e3;
     in.linkLatencyUs = 2 * machine.intraLatencyUs;
     in.memBytesPerUs = gpu.memGBs * gpu.memEfficiency * 1e3;
@@ -525,18 +527,32 @@ Result simulateWorkloadOn(const Workload& w, const GpuModel& gpu, const sim::Mac
 Result simulateWorkload(const Workload& w, const EngineOptions& opt, StepReport* out) {
   GpuModel gpu;
   TSR_CHECK(gpuModelPreset(w.gpu, &gpu));
-  // An efficiency given (0: the preset's) replaces the preset's, if it is a share of the peak.
-  auto given = [](double value, const char* what, double* field) -> Result {
-    if (value == 0) return tsrSuccess;
-    if (!(value > 0 && value <= 1))
+  // Overheads given replace the preset's; a GEMM efficiency given replaces the main-loop rate,
+  // itself (a ceiling, as the preset's) or derived from the one GEMM measured at it (compute.hpp);
+  // an attention efficiency given replaces the preset's. Each must be a share of the peak.
+  if (opt.gemmFixedUs >= 0) gpu.gemmFixedUs = opt.gemmFixedUs;
+  if (opt.gemmWaveUs >= 0) gpu.gemmWaveUs = opt.gemmWaveUs;
+  if (opt.gemmEfficiency != 0) {
+    if (!(opt.gemmEfficiency > 0 && opt.gemmEfficiency <= 1))
       return TSR_FAIL(tsrInvalidArgument,
-                      "%s efficiency of %g is not a share of the peak (above 0, at most 1)", what,
-                      value);
-    *field = value;
-    return tsrSuccess;
-  };
-  TSR_CHECK(given(opt.gemmEfficiency, "a GEMM", &gpu.gemmEfficiency));
-  TSR_CHECK(given(opt.attentionEfficiency, "an attention", &gpu.attentionEfficiency));
+                      "a GEMM efficiency of %g is not a share of the peak (above 0, at most 1)",
+                      opt.gemmEfficiency);
+    if (opt.gemmEfficiencyM != 0)
+      TSR_CHECK(gemmCalibrate(
+          &gpu,
+          GemmShape{opt.gemmEfficiencyM, opt.gemmEfficiencyN, opt.gemmEfficiencyK, 1, DType::kBf16},
+          opt.gemmEfficiency));
+    else
+      gpu.gemmEfficiency = opt.gemmEfficiency;
+  }
+  if (opt.attentionEfficiency != 0) {
+    if (!(opt.attentionEfficiency > 0 && opt.attentionEfficiency <= 1))
+      return TSR_FAIL(
+          tsrInvalidArgument,
+          "an attention efficiency of %g is not a share of the peak (above 0, at most 1)",
+          opt.attentionEfficiency);
+    gpu.attentionEfficiency = opt.attentionEfficiency;
+  }
   sim::Machine m;
   TSR_CHECK(sim::platformPreset(w.platform, w.nodes, &m));
   if (m.kind != sim::MachineKind::kGpu)

@@ -55,9 +55,15 @@ struct EngineOptions {
   // Measured kernel times (kernel_times.hpp): a GEMM or memory-bound op of a measured shape takes
   // its measurement plus the preset's launch gap; the rest keep the model.
   std::shared_ptr<const KernelTimes> kernelTimes;
-  // The GEMM kernels' share of the peak instead of the preset's (0: the preset's): the same GPU
-  // with another generation of its libraries (simulateWorkload applies it; compute.hpp).
+  // The GEMMs' main-loop rate instead of the preset's (0: the preset's): a share of the peak,
+  // itself a ceiling, or, with a shape (M, N, K), the share one GEMM of that shape was measured
+  // at, from which simulateWorkload derives the rate (gemmCalibrate, compute.hpp): the same GPU
+  // with another generation of its libraries.
   double gemmEfficiency = 0;
+  uint64_t gemmEfficiencyM = 0, gemmEfficiencyN = 0, gemmEfficiencyK = 0;
+  // The GEMM's fixed cost per kernel and per wave instead of the preset's (negative: the
+  // preset's), for refitting them on a table of measured kernels (perf/sim_gemm_validate.py).
+  double gemmFixedUs = -1, gemmWaveUs = -1;
   // The attention kernels' share of the peak instead of the preset's (0: the preset's), as for
   // FlashAttention's first version (25-40% of the A100's peak, against the preset's FA-2).
   double attentionEfficiency = 0;

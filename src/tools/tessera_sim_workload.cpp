@@ -65,8 +65,11 @@ constexpr const char* kUsage =
     "                    --zero-copy); one it cannot make keeps the device choice\n"
     "  --plan FILE       a plan file for the collectives of its kind and number of ranks\n"
     "  --no-contention   ops crossing one NIC at once do not share it\n"
-    "  --gemm-efficiency F  GEMM kernels at F (0 < F <= 1) of the peak instead of the\n"
-    "                    preset's: the same GPU with another generation of its libraries\n"
+    "  --gemm-efficiency F[@MxNxK]  GEMMs' main loops at F (0 < F <= 1) of the peak, or at the\n"
+    "                    rate that takes a GEMM of M x N x K measured at F its measured time,\n"
+    "                    instead of the preset's: the GPU with another generation of libraries\n"
+    "  --gemm-overheads FIXED,WAVE  a GEMM's fixed cost per kernel and per wave (us) instead of\n"
+    "                    the preset's (2.25, 1.9), to refit them on measured kernels\n"
     "  --attention-efficiency F  attention kernels (--flash) at F of the peak instead of the\n"
     "                    preset's FlashAttention-2 (61.5%)\n"
     "  --kernel-times FILE  measured.json of perf/gpu_model_check.py: GEMMs and memory-bound\n"
@@ -95,9 +98,19 @@ void printReport(const Workload& w, const StepReport& r, const EngineOptions& op
   std::printf("# workload %s: %zu simulated ranks standing for %d GPUs (%s on %s, %d nodes)\n",
               w.name.c_str(), w.ranks.size(), w.totalGpus(), w.gpu.c_str(), w.platform.c_str(),
               w.nodes);
-  if (opt.gemmEfficiency > 0)
-    std::printf("# GEMMs at %.1f%% of the peak (--gemm-efficiency), not the preset's\n",
+  if (opt.gemmEfficiency > 0 && opt.gemmEfficiencyM > 0)
+    std::printf(
+        "# GEMMs calibrated on one of %llu x %llu x %llu at %.1f%% of the peak "
+        "(--gemm-efficiency), not the preset's\n",
+        static_cast<unsigned long long>(opt.gemmEfficiencyM),
+        static_cast<unsigned long long>(opt.gemmEfficiencyN),
+        static_cast<unsigned long long>(opt.gemmEfficiencyK), 100 * opt.gemmEfficiency);
+  else if (opt.gemmEfficiency > 0)
+    std::printf("# GEMMs' main loops at %.1f%% of the peak (--gemm-efficiency), not the preset's\n",
                 100 * opt.gemmEfficiency);
+  if (opt.gemmFixedUs >= 0)
+    std::printf("# GEMMs' overheads %.2f us a kernel and %.2f us a wave (--gemm-overheads)\n",
+                opt.gemmFixedUs, opt.gemmWaveUs);
   if (opt.attentionEfficiency > 0)
     std::printf("# attention at %.1f%% of the peak (--attention-efficiency), not the preset's\n",
                 100 * opt.attentionEfficiency);
@@ -211,8 +224,33 @@ int workloadMain(int argc, char** argv) {
     } else if (a == "--no-contention") {
       opt.nicContention = false;
     } else if (a == "--gemm-efficiency") {
-      if (!value() || !simcli::parseFraction(v, 0, 1, &opt.gemmEfficiency))
+      // F, or F@MxNxK: the measured GEMM's share of the peak and its shape.
+      if (!value()) return usage("--gemm-efficiency: expected F or F@MxNxK");
+      std::string f = v, shape;
+      if (const size_t at = f.find('@'); at != std::string::npos) {
+        shape = f.substr(at + 1);
+        f.resize(at);
+      }
+      if (!simcli::parseFraction(f.c_str(), 0, 1, &opt.gemmEfficiency))
         return usage("--gemm-efficiency: expected a share of the peak in (0, 1]");
+      if (!shape.empty()) {
+        unsigned long long m = 0, n = 0, k = 0;
+        char tail = 0;
+        if (std::sscanf(shape.c_str(), "%llux%llux%llu%c", &m, &n, &k, &tail) != 3 || m == 0 ||
+            n == 0 || k == 0 || m > (1ull << 24) || n > (1ull << 24) || k > (1ull << 24))
+          return usage("--gemm-efficiency: expected the shape as MxNxK, each 1..16777216");
+        opt.gemmEfficiencyM = m;
+        opt.gemmEfficiencyN = n;
+        opt.gemmEfficiencyK = k;
+      }
+    } else if (a == "--gemm-overheads") {
+      double fixed = -1, wave = -1;
+      char tail = 0;
+      if (!value() || std::sscanf(v, "%lf,%lf%c", &fixed, &wave, &tail) != 2 ||
+          !(fixed >= 0 && fixed <= 1e4) || !(wave >= 0 && wave <= 1e4))
+        return usage("--gemm-overheads: expected FIXED,WAVE in microseconds (0..10000 each)");
+      opt.gemmFixedUs = fixed;
+      opt.gemmWaveUs = wave;
     } else if (a == "--attention-efficiency") {
       if (!value() || !simcli::parseFraction(v, 0, 1, &opt.attentionEfficiency))
         return usage("--attention-efficiency: expected a share of the peak in (0, 1]");

@@ -206,6 +206,35 @@ TEST(ComputeModel, GemmTakesTheFasterTileAndSplitPlusItsFixedCost) {
   EXPECT_EQ(gemmUs(g, GemmShape{0, 128, 128, 1, DType::kBf16}), 0.0);
 }
 
+// Each wave costs its tiles' main loop and a fixed time more (a short K does not hide a tile's
+// first loads and its epilogue); the main-loop rate is derived from a measured GEMM.
+TEST(ComputeModel, EachWaveAddsItsOverheadAndAMeasuredGemmGivesTheRate) {
+  GpuModel g = simpleGpu();  // 4 SMs of 1e6 FLOP/us, 128 x 128 tiles
+  g.gemmWaveUs = 2;
+  g.gemmFixedUs = 1;
+  const double tileUs = 2.0 * 128 * 128 * 1024 / 1e6;
+  // 257 x 256 x 1024: 6 tiles, two waves, each its tiles' main loop and 2 us, then 1 us once.
+  GemmShape t{257, 256, 1024, 1, DType::kBf16};
+  EXPECT_NEAR(gemmUs(g, t), 2 * (tileUs + 2) + 1, 1e-9);
+  // 512 x 512 x 1024 measured at half the peak: 16 tiles in 4 waves take 2 * 512 * 512 * 1024
+  // FLOPs / 2e6 FLOP/us; the main loop runs at 4 * tileUs / (that - 1 - 4 * 2) of the peak.
+  GemmShape measured{512, 512, 1024, 1, DType::kBf16};
+  const double target = gemmFlops(measured) / (4e6 * 0.5);
+  ASSERT_EQ(gemmCalibrate(&g, measured, 0.5), tsrSuccess) << lastErrorMessage();
+  EXPECT_NEAR(g.gemmEfficiency, 4 * tileUs / (target - 1 - 4 * 2), 1e-9);
+  EXPECT_NEAR(gemmUs(g, measured), target, 1e-6);
+  // Refused: not a share of the peak; faster than the overheads allow at the full peak (here
+  // 4 * (tileUs + 2) + 1 us against a measured 4 * tileUs); no shape.
+  const double before = g.gemmEfficiency;
+  EXPECT_NE(gemmCalibrate(&g, measured, 1.5), tsrSuccess);
+  EXPECT_NE(std::string(lastErrorMessage()).find("not a share of the peak"), std::string::npos);
+  EXPECT_NE(gemmCalibrate(&g, measured, 1.0), tsrSuccess);
+  EXPECT_NE(std::string(lastErrorMessage()).find("overheads"), std::string::npos)
+      << lastErrorMessage();
+  EXPECT_NE(gemmCalibrate(&g, GemmShape{0, 512, 1024, 1, DType::kBf16}, 0.5), tsrSuccess);
+  EXPECT_EQ(g.gemmEfficiency, before);  // a refusal changes nothing
+}
+
 TEST(ComputeModel, PresetsNameTheirSources) {
   for (const std::string& name : gpuModelNames()) {
     GpuModel g;
@@ -214,6 +243,7 @@ TEST(ComputeModel, PresetsNameTheirSources) {
     EXPECT_GT(g.bf16Tflops, 0);
     EXPECT_GT(g.gemmEfficiency, 0.5);
     EXPECT_LE(g.gemmEfficiency, 1.0);
+    EXPECT_NE(g.source.find(" per wave"), std::string::npos) << name;
     EXPECT_NE(g.source.find("datasheet"), std::string::npos) << name;
     EXPECT_NE(g.source.find("assumed"), std::string::npos) << name;
   }
@@ -228,6 +258,13 @@ TEST(ComputeModel, PresetsNameTheirSources) {
   EXPECT_NE(a100.source.find("BabelStream"), std::string::npos);
   EXPECT_NEAR(h100.memGBs * h100.memEfficiency, 3000, 0.02 * 3000);
   EXPECT_NEAR(h200.memGBs * h200.memEfficiency, 4300, 0.02 * 4300);
+  // GEMMs' main loops at the MAMF finder's best (a ceiling over its search of shapes): 267.9 of
+  // the A100's 312 TFLOP/s, 792.1 of the H100's 989.4; a GEMM with its overheads runs below it.
+  EXPECT_NEAR(a100.gemmEfficiency, 267.9 / 312, 1e-12);
+  EXPECT_NEAR(h100.gemmEfficiency, 792.1 / 989.4, 1e-12);
+  EXPECT_NEAR(h200.gemmEfficiency, h100.gemmEfficiency, 1e-12);
+  const GemmShape mamf{6144, 17920, 2816, 1, DType::kBf16};
+  EXPECT_GT(gemmUs(h100, mamf) - h100.launchUs, gemmFlops(mamf) / (989.4e6 * 792.1 / 989.4));
   GpuModel g;
   EXPECT_NE(gpuModelPreset("tpu", &g), tsrSuccess);
   EXPECT_NE(std::string(lastErrorMessage()).find("a100, a800, h100, h800, h200"),
@@ -303,25 +340,59 @@ TEST(WorkloadStep, SequentialOpsAddUpAndOverlappedOnesDoNot) {
 }
 
 TEST(WorkloadStep, GemmAndAttentionEfficienciesGivenOverrideThePresets) {
-  // One compute-bound GEMM on the A100 preset: its waves take 1 / efficiency as long; the fixed
-  // cost and the launch do not change. An efficiency above the peak, or negative, is refused.
+  // One compute-bound GEMM on the A100 preset: 19 waves of its tiles' main loop and a wave's
+  // overhead, then the kernel's fixed cost and the launch.
   Workload w = parse(R"({"format": "tessera-workload", "version": 1, "gpu": "a100",
     "platform": "dgx-a100", "ranks": [{"gpu": 0, "ops": [
       {"id": "g", "op": "gemm", "m": 8192, "n": 8192, "k": 8192, "dtype": "fp16"}]}]})");
   GpuModel a100;
   ASSERT_EQ(gpuModelPreset("a100", &a100), tsrSuccess);
-  StepReport preset, slower;
+  StepReport preset;
   ASSERT_EQ(simulateWorkload(w, {}, &preset), tsrSuccess) << lastErrorMessage();
-  EngineOptions opt;
-  opt.gemmEfficiency = 0.5;
-  ASSERT_EQ(simulateWorkload(w, opt, &slower), tsrSuccess) << lastErrorMessage();
   const double fixed = a100.gemmFixedUs + a100.launchUs;
   // 8192 x 8192 in 128 x 256 tiles: 2048 tiles, 19 waves on 108 SMs; each tile 2 * 128 * 256 *
   // 8192 FLOPs at the SM's share of the peak.
   const double tileUs = 2.0 * 128 * 256 * 8192 / (312e6 * a100.gemmEfficiency / 108);
-  EXPECT_NEAR(preset.stepUs, 19 * tileUs + fixed, 1e-6 * preset.stepUs);
-  EXPECT_NEAR(slower.stepUs - fixed, (preset.stepUs - fixed) * a100.gemmEfficiency / 0.5,
-              1e-6 * slower.stepUs);
+  EXPECT_NEAR(preset.stepUs, 19 * (tileUs + a100.gemmWaveUs) + fixed, 1e-6 * preset.stepUs);
+  // A GEMM measured by another generation of libraries (CUTLASS 2.2's profiler, 2020: 3456 x
+  // 4096 x 8192 at 235.1 TFLOP/s): that GEMM then takes its measured time, and the 8192^3 one
+  // its 19 waves at the rate derived.
+  Workload cut = parse(R"({"format": "tessera-workload", "version": 1, "gpu": "a100",
+    "platform": "dgx-a100", "ranks": [{"gpu": 0, "ops": [
+      {"id": "g", "op": "gemm", "m": 3456, "n": 4096, "k": 8192, "dtype": "fp16"}]}]})");
+  EngineOptions opt;
+  opt.gemmEfficiency = 0.7536;
+  opt.gemmEfficiencyM = 3456;
+  opt.gemmEfficiencyN = 4096;
+  opt.gemmEfficiencyK = 8192;
+  StepReport measured, slower;
+  ASSERT_EQ(simulateWorkload(cut, opt, &measured), tsrSuccess) << lastErrorMessage();
+  EXPECT_NEAR(measured.stepUs, 2.0 * 3456 * 4096 * 8192 / (312e6 * 0.7536) + a100.launchUs,
+              1e-6 * measured.stepUs);
+  ASSERT_EQ(simulateWorkload(w, opt, &slower), tsrSuccess) << lastErrorMessage();
+  GpuModel old = a100;
+  ASSERT_EQ(gemmCalibrate(&old, GemmShape{3456, 4096, 8192, 1, DType::kFp16}, 0.7536), tsrSuccess);
+  EXPECT_LT(old.gemmEfficiency, a100.gemmEfficiency);
+  EXPECT_NEAR(
+      slower.stepUs,
+      19 * (2.0 * 128 * 256 * 8192 / (312e6 * old.gemmEfficiency / 108) + old.gemmWaveUs) + fixed,
+      1e-6 * slower.stepUs);
+  // With no overheads (--gemm-overheads 0,0) that GEMM's 432 tiles fill 4 waves exactly: the
+  // main loop runs at the measured efficiency itself.
+  opt.gemmFixedUs = 0;
+  opt.gemmWaveUs = 0;
+  StepReport bare;
+  ASSERT_EQ(simulateWorkload(w, opt, &bare), tsrSuccess) << lastErrorMessage();
+  EXPECT_NEAR(bare.stepUs, 19 * 2.0 * 128 * 256 * 8192 / (312e6 * 0.7536 / 108) + a100.launchUs,
+              1e-6 * bare.stepUs);
+  // Without a shape the efficiency given is the main-loop rate itself, as the preset's.
+  opt = EngineOptions{};
+  opt.gemmEfficiency = 0.5;
+  StepReport half;
+  ASSERT_EQ(simulateWorkload(w, opt, &half), tsrSuccess) << lastErrorMessage();
+  EXPECT_NEAR(half.stepUs,
+              19 * (2.0 * 128 * 256 * 8192 / (312e6 * 0.5 / 108) + a100.gemmWaveUs) + fixed,
+              1e-6 * half.stepUs);
   opt.gemmEfficiency = 1.25;
   StepReport refused;
   EXPECT_NE(simulateWorkload(w, opt, &refused), tsrSuccess);
