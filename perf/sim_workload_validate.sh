@@ -101,7 +101,10 @@ sim=$BUILD_DIR/src/tools/tessera_sim
 [[ -x $sim ]] || { echo "sim_workload_validate: $sim is not built (needs SimGrid)" >&2; exit 1; }
 
 # Megatron-LM 2021-22 on A100: 2020's GEMM efficiency (above).
-a100() { "$sim" --workload gpt --seq 2048 --vocab 51200 --gpu a100 --gemm-efficiency 0.7536@3456x4096x8192 "$@"; }
+a100() {
+  "$sim" --workload gpt --seq 2048 --vocab 51200 --gpu a100 \
+    --gemm-efficiency 0.7536@3456x4096x8192 "$@"
+}
 gpt() { a100 --recompute "$@"; }
 tflops() { grep -E '^TFLOP/s per GPU' | awk '{print $4}'; }
 stepms() { grep -E '^step time' | awk '{print $3}'; }
