@@ -304,12 +304,12 @@ Result gemmCalibrate(GpuModel* gpu, const GemmShape& measured, double efficiency
     return gemmUs(g, measured) - g.launchUs;
   };
   if (kernelUs(1.0) > target * (1 + 1e-9))
-    return TSR_FAIL(tsrInvalidArgument,
-                    "a GEMM of %llu x %llu x %llu at %g%% of the peak takes %.2f us, less than the "
-                    "model's overheads and memory traffic allow at the full peak (%.2f us)",
-                    static_cast<unsigned long long>(measured.m),
-                    static_cast<unsigned long long>(measured.n),
-                    static_cast<unsigned long long>(measured.k), 100 * efficiency, target, kernelUs(1.0));
+    return TSR_FAIL(
+        tsrInvalidArgument,
+        "a GEMM of %llu x %llu x %llu at %g%% of the peak takes %.2f us, less than the "
+        "model's overheads and memory traffic allow at the full peak (%.2f us)",
+        static_cast<unsigned long long>(measured.m), static_cast<unsigned long long>(measured.n),
+        static_cast<unsigned long long>(measured.k), 100 * efficiency, target, kernelUs(1.0));
   double lo = 1e-6, hi = 1.0;
   for (int i = 0; i < 200 && hi - lo > 1e-12; ++i) {
     const double mid = 0.5 * (lo + hi);
