@@ -27,10 +27,9 @@ constexpr double kAttentionEfficiency = 0.615;
 // sm_90 bf16): the even rows of perf/sim_gemm_validate.py's 32 fitted them (2.25 us and 1.9 us
 // a wave, least squares of the relative error, at the H100's MAMF ceiling; with the two largest
 // of cuBLAS's typical tiles, 128 x 256 and 128 x 128, and split-K's partial sums), the odd rows
-// are held out. The table's 4096 x 4096
-// GEMMs with K from 256 to 4096 (4 waves each) take about 9 us plus 0.041 us per K: a cost per
-// wave that a fixed cost per kernel alone misses. Assumed the same on the other GPUs (no such
-// table for them).
+// are held out. The table's 4096 x 4096 GEMMs with K from 256 to 4096 (4 waves each) take about
+// 9 us plus 0.041 us per K: a cost per wave that a fixed cost per kernel alone misses. Assumed
+// the same on the other GPUs (no such table for them).
 constexpr double kGemmFixedUs = 2.25;
 constexpr double kGemmWaveUs = 1.9;
 // A streaming kernel's share of the HBM line rate, as copies measure it. A100 SXM4 80GB:
@@ -85,9 +84,8 @@ GpuModel hopper(const char* name, const std::string& source, double memGBs, doub
 
 constexpr const char* kAssumed =
     "; GEMMs in 128 x 256 or 128 x 128 tiles, 2.25 us per kernel and 1.9 us per wave (fitted on "
-    "OpenXLA's measured H100 GEMM kernels); attention at 61.5% of peak (FlashAttention-2's 50-73% "
-    "on A100, "
-    "midpoint); 4 us per kernel launch assumed (not measured)";
+    "OpenXLA's measured H100 GEMM kernels); attention at 61.5% of peak (FlashAttention-2's "
+    "50-73% on A100, midpoint); 4 us per kernel launch assumed (not measured)";
 
 }  // namespace
 
@@ -146,8 +144,7 @@ Result gpuModelPreset(const std::string& name, GpuModel* out) {
           "NVIDIA A100 SXM4 80GB datasheet and A100 whitepaper: 108 SMs, 312 TFLOP/s BF16/FP16 "
           "dense, 156 TF32, 19.5 FP32, 80 GB HBM2e at 2039 GB/s; GEMMs' main loops at 85.9% of "
           "peak (the best GEMM measured by the MAMF finder, 267.9 TFLOP/s at 6912 x 16384 x 2048); "
-          "memory kernels at 83.8% of HBM "
-          "(BabelStream's Copy on an A100-SXM4-80GB, 1709.4 GB/s)") +
+          "memory kernels at 83.8% of HBM (BabelStream's Copy on an A100-SXM4-80GB, 1709.4 GB/s)") +
       kAssumed;
   static const std::string a800 =
       std::string(
@@ -160,8 +157,8 @@ Result gpuModelPreset(const std::string& name, GpuModel* out) {
           "NVIDIA H100 SXM5 datasheet and Hopper whitepaper: 132 SMs, 989.4 TFLOP/s BF16/FP16 "
           "dense, 494.7 TF32, 1978.9 FP8, 66.9 FP32, 80 GB HBM3 at 3350 GB/s; GEMMs' main loops at "
           "80.1% of peak (the best GEMM measured by the MAMF finder, 792.1 TFLOP/s at 6144 x 17920 "
-          "x 2816); memory kernels at 90% "
-          "of HBM (a device-to-device copy measured at about 3.0 TB/s)") +
+          "x 2816); memory kernels at 90% of HBM (a device-to-device copy measured at about 3.0 "
+          "TB/s)") +
       kAssumed;
   static const std::string h800 =
       std::string(
@@ -173,8 +170,7 @@ Result gpuModelPreset(const std::string& name, GpuModel* out) {
       std::string(
           "NVIDIA H200 SXM datasheet: the H100's GPU (132 SMs, 989.4 TFLOP/s BF16 dense) with "
           "141 GB HBM3e at 4800 GB/s; GEMMs as measured on H100 (80.1% at 6144 x 17920 x 2816); "
-          "memory kernels at 90% of "
-          "HBM (a device-to-device copy measured at about 4.3 TB/s)") +
+          "memory kernels at 90% of HBM (a device-to-device copy measured at about 4.3 TB/s)") +
       kAssumed;
   if (name == "a100") {
     *out = ampere("a100", a100);

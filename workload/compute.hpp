@@ -80,9 +80,9 @@ uint64_t gemmTiles(const GpuModel& gpu, const GemmShape& g);
 uint64_t gemmWaves(const GpuModel& gpu, const GemmShape& g, int sms);
 // Sets gpu->gemmEfficiency to the main-loop rate at which the model's kernel time of `measured`
 // (gemmUs less the launch gap, at the GPU's fixed and per-wave costs) is its FLOPs at
-// `efficiency` of the peak. Refused with a sentence when
-// `efficiency` is not in (0, 1] or the overheads and memory alone take longer than the
-// measurement, or when the rate it needs is above the peak.
+// `efficiency` of the peak. Refused with a sentence, the model unchanged, when `efficiency` is
+// not in (0, 1], a dimension is 0, or the measurement is shorter than the model takes at the
+// full peak (its overheads and memory traffic).
 Result gemmCalibrate(GpuModel* gpu, const GemmShape& measured, double efficiency);
 // Time in microseconds (launch included).
 double gemmUs(const GpuModel& gpu, const GemmShape& g, const Interference& with = {});

@@ -530,13 +530,16 @@ Result simulateWorkload(const Workload& w, const EngineOptions& opt, StepReport*
   // Overheads given replace the preset's; a GEMM efficiency given replaces the main-loop rate,
   // itself (a ceiling, as the preset's) or derived from the one GEMM measured at it (compute.hpp);
   // an attention efficiency given replaces the preset's. Each must be a share of the peak.
+  auto shareOfPeak = [](double value, const char* what) -> Result {
+    if (value > 0 && value <= 1) return tsrSuccess;
+    return TSR_FAIL(tsrInvalidArgument,
+                    "%s efficiency of %g is not a share of the peak (above 0, at most 1)", what,
+                    value);
+  };
   if (opt.gemmFixedUs >= 0) gpu.gemmFixedUs = opt.gemmFixedUs;
   if (opt.gemmWaveUs >= 0) gpu.gemmWaveUs = opt.gemmWaveUs;
   if (opt.gemmEfficiency != 0) {
-    if (!(opt.gemmEfficiency > 0 && opt.gemmEfficiency <= 1))
-      return TSR_FAIL(tsrInvalidArgument,
-                      "a GEMM efficiency of %g is not a share of the peak (above 0, at most 1)",
-                      opt.gemmEfficiency);
+    TSR_CHECK(shareOfPeak(opt.gemmEfficiency, "a GEMM"));
     if (opt.gemmEfficiencyM != 0)
       TSR_CHECK(gemmCalibrate(
           &gpu,
@@ -546,11 +549,7 @@ Result simulateWorkload(const Workload& w, const EngineOptions& opt, StepReport*
       gpu.gemmEfficiency = opt.gemmEfficiency;
   }
   if (opt.attentionEfficiency != 0) {
-    if (!(opt.attentionEfficiency > 0 && opt.attentionEfficiency <= 1))
-      return TSR_FAIL(
-          tsrInvalidArgument,
-          "an attention efficiency of %g is not a share of the peak (above 0, at most 1)",
-          opt.attentionEfficiency);
+    TSR_CHECK(shareOfPeak(opt.attentionEfficiency, "an attention"));
     gpu.attentionEfficiency = opt.attentionEfficiency;
   }
   sim::Machine m;
