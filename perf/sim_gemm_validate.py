@@ -12,9 +12,9 @@ least time, split-K's partial sums written and read back, the bytes at the HBM r
 take longer, a fixed time per kernel and a time per wave beyond its tiles' main loops, which
 run at the best efficiency measured over a search of shapes (Bekman's MAMF finder: 792.1 TFLOP/s,
 a ceiling). The fixed and per-wave times (kGemmFixedUs, kGemmWaveUs) were fitted to the even
-rows (least squares of the relative error, 0.25 us and 0.1 us steps: --refit searches them); the odd
-rows are held out, a prediction. Each op also carries the preset's launch gap, which this script
-takes off (a 1-byte memory op's time) so that kernel is compared with kernel.
+rows (least squares of the relative error, 0.25 us and 0.1 us steps: --refit searches them);
+the odd rows are held out, a prediction. Each op also carries the preset's launch gap, which
+this script takes off (a 1-byte memory op's time) so that kernel is compared with kernel.
 
   python3 perf/sim_gemm_validate.py [--build build] [--check PCT] [--refit]
 
@@ -71,7 +71,7 @@ PUBLISHED = [
 
 def kernel_times(sim, overheads=None):
     """The model's kernel time of each published row (us, the launch gap taken off) and the gap;
-    `overheads` (fixed, per wave) instead of the preset's, the main-loop rate re-derived."""
+    `overheads` (fixed, per wave) instead of the preset's (the main loop's rate stays MAMF's)."""
     ops = [{"op": "memory", "id": "gap", "bytes": 1}]
     for i, (b, m, n, k, _) in enumerate(PUBLISHED):
         ops.append({"op": "gemm", "id": f"g{i}", "m": m, "n": n, "k": k, "batch": b,
