@@ -32,24 +32,25 @@ print("installed backend ok")
 def test_pip_install_then_torchrun():
     build = os.environ.get("TESSERA_BUILD_DIR")
     assert build, "ctest sets TESSERA_BUILD_DIR to the build folder whose libtessera to link"
-    target = tempfile.mkdtemp(prefix="tessera-torch-pip-")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["TESSERA_BUILD_DIR"] = build
-    pip = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", target,
-         os.path.join(SOURCE, "python")],
-        env=env, capture_output=True, text=True, timeout=1200,
-    )
-    assert pip.returncode == 0, pip.stdout + pip.stderr
-    script = os.path.join(target, "job.py")
-    with open(script, "w") as f:
-        f.write(JOB)
-    env["PYTHONPATH"] = target  # nothing of the build folder's package
-    env["TESSERA_TUNER_CACHE"] = "0"
-    run = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
-         f"--master-port={free_port()}", script, target],
-        env=env, capture_output=True, text=True, timeout=180,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.count("installed backend ok") == 2, run.stdout
+    # pip writes about 18 MB there; the folder goes with the test, passed or failed.
+    with tempfile.TemporaryDirectory(prefix="tessera-torch-pip-") as target:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env["TESSERA_BUILD_DIR"] = build
+        pip = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", target,
+             os.path.join(SOURCE, "python")],
+            env=env, capture_output=True, text=True, timeout=1200,
+        )
+        assert pip.returncode == 0, pip.stdout + pip.stderr
+        script = os.path.join(target, "job.py")
+        with open(script, "w") as f:
+            f.write(JOB)
+        env["PYTHONPATH"] = target  # nothing of the build folder's package
+        env["TESSERA_TUNER_CACHE"] = "0"
+        run = subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
+             f"--master-port={free_port()}", script, target],
+            env=env, capture_output=True, text=True, timeout=180,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+        assert run.stdout.count("installed backend ok") == 2, run.stdout
