@@ -2,7 +2,8 @@
 // sentence; the compute model's arithmetic against hand-computed values; small steps against
 // hand-computed times (sequential, overlapped, NIC contention, deadlock); the transformer
 // generator's dependency order (serial, Domino, fused, 1F1B); a folded step equals the same step
-// with every GPU simulated; the fused model's timeline against its closed form.
+// with every GPU simulated; a fused op's wave and kernel overheads; the fused model's timeline
+// against its closed form.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -370,13 +371,18 @@ TEST(WorkloadStep, GemmAndAttentionEfficienciesGivenOverrideThePresets) {
   EXPECT_NEAR(measured.stepUs, 2.0 * 3456 * 4096 * 8192 / (312e6 * 0.7536) + a100.launchUs,
               1e-6 * measured.stepUs);
   ASSERT_EQ(simulateWorkload(w, opt, &slower), tsrSuccess) << lastErrorMessage();
+  // By hand: that GEMM's 27 x 16 = 432 tiles are 4 waves on 108 SMs, so its measured time less
+  // the fixed cost and 4 waves' overheads is 4 tiles' main loops at the rate derived.
+  const double measuredUs = 2.0 * 3456 * 4096 * 8192 / (312e6 * 0.7536);
+  const double derived = 4 * 2.0 * 128 * 256 * 8192 / (312e6 / 108) /
+                         (measuredUs - a100.gemmFixedUs - 4 * a100.gemmWaveUs);
+  EXPECT_LT(derived, a100.gemmEfficiency);
   GpuModel old = a100;
   ASSERT_EQ(gemmCalibrate(&old, GemmShape{3456, 4096, 8192, 1, DType::kFp16}, 0.7536), tsrSuccess);
-  EXPECT_LT(old.gemmEfficiency, a100.gemmEfficiency);
-  EXPECT_NEAR(
-      slower.stepUs,
-      19 * (2.0 * 128 * 256 * 8192 / (312e6 * old.gemmEfficiency / 108) + old.gemmWaveUs) + fixed,
-      1e-6 * slower.stepUs);
+  EXPECT_NEAR(old.gemmEfficiency, derived, 1e-9);
+  EXPECT_NEAR(slower.stepUs,
+              19 * (2.0 * 128 * 256 * 8192 / (312e6 * derived / 108) + a100.gemmWaveUs) + fixed,
+              1e-6 * slower.stepUs);
   // With no overheads (--gemm-overheads 0,0) that GEMM's 432 tiles fill 4 waves exactly: the
   // main loop runs at the measured efficiency itself.
   opt.gemmFixedUs = 0;
@@ -414,6 +420,32 @@ TEST(WorkloadStep, GemmAndAttentionEfficienciesGivenOverrideThePresets) {
   EXPECT_NE(std::string(lastErrorMessage()).find("an attention efficiency of 2 is not"),
             std::string::npos)
       << lastErrorMessage();
+}
+
+TEST(WorkloadStep, AFusedKernelPaysEachWavesOverheadAndItsFixedCostOnce) {
+  // GEMM+ReduceScatter on the 2 GPUs of a node: 1024 x 256 in 128 x 128 tiles is 16 tiles, 4 waves
+  // on the test GPU's 4 SMs; each tile's main loop is 2 * 128 * 128 * 64 FLOPs at 1e6 a
+  // microsecond (2.1 us), and its 32 KiB put 0.33 us + 2 us on the 100 GB/s link, so the puts
+  // stay behind the tiles. A wave's overhead then adds to each of the 4 waves, and the kernel's
+  // fixed cost once, however many waves.
+  Workload w = parse(R"({"format": "tessera-workload", "version": 1, "nodes": 1,
+    "groups": [{"name": "tp", "ranks": [0, 1], "size": 2, "nodes": 1}],
+    "ranks": [
+      {"gpu": 0, "ops": [{"id": "f", "op": "gemm_rs", "group": "tp", "m": 1024, "n": 256, "k": 64}]},
+      {"gpu": 1, "ops": [{"id": "f", "op": "gemm_rs", "group": "tp", "m": 1024, "n": 256, "k": 64}]}]})");
+  auto step = [&](double fixedUs, double waveUs) {
+    GpuModel g = simpleGpu();
+    g.gemmFixedUs = fixedUs;
+    g.gemmWaveUs = waveUs;
+    StepReport rep;
+    EXPECT_EQ(simulateWorkloadOn(w, g, twoNodes(), {}, &rep), tsrSuccess) << lastErrorMessage();
+    return rep.stepUs;
+  };
+  const double bare = step(0, 0);
+  EXPECT_GT(bare, 4 * 2.0 * 128 * 128 * 64 / 1e6);  // the waves, then the last reduction
+  EXPECT_NEAR(step(0, 3) - bare, 4 * 3, 1e-9);
+  EXPECT_NEAR(step(5, 0) - bare, 5, 1e-9);
+  EXPECT_NEAR(step(5, 3) - bare, 5 + 4 * 3, 1e-9);
 }
 
 TEST(WorkloadStep, MeasuredKernelTimesReplaceTheModelsForTheirShapes) {
