@@ -5,7 +5,6 @@ coalescing, non-contiguous tensors, errors."""
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from datetime import timedelta
@@ -39,12 +38,12 @@ def _init_worker(rank, world, method, backend):
 
 
 @pytest.mark.parametrize("method", ["env", "tcp", "file"])
-def test_init_methods(method):
+def test_init_methods(method, tmp_path):
     world = 2
     if method == "tcp":
         m = f"tcp://127.0.0.1:{free_port()}"
     elif method == "file":
-        m = "file://" + os.path.join(tempfile.mkdtemp(), "store")
+        m = "file://" + str(tmp_path / "store")
     else:
         m = "env"
     names = run_ranks(_init_worker, world, m, "tessera", timeout=120)
@@ -99,15 +98,16 @@ def test_entry_point_without_import():
         assert "entry point ok" in out, out
 
 
-def test_torchrun():
-    script = os.path.join(tempfile.mkdtemp(), "job.py")
+def test_torchrun(tmp_path):
+    script = str(tmp_path / "job.py")
     with open(script, "w") as f:
         f.write(ENTRY_POINT_SCRIPT)
+    # TMPDIR: torchrun's own torchelastic_* folder goes with pytest's tmp_path, not into /tmp.
     out = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
          f"--master-port={free_port()}", script],
         capture_output=True, text=True, timeout=180,
-        env=dict(os.environ, TESSERA_TUNER_CACHE="0"),
+        env=dict(os.environ, TESSERA_TUNER_CACHE="0", TMPDIR=str(tmp_path)),
     )
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count("entry point ok") == 2, out.stdout

@@ -47,6 +47,7 @@ def test_pip_install_then_torchrun():
             f.write(JOB)
         env["PYTHONPATH"] = target  # nothing of the build folder's package
         env["TESSERA_TUNER_CACHE"] = "0"
+        env["TMPDIR"] = target  # torchrun's torchelastic_* folder, removed with the target
         run = subprocess.run(
             [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
              f"--master-port={free_port()}", script, target],
