@@ -285,11 +285,15 @@ double gemmUs(const GpuModel& gpu, const GemmShape& g, const Interference& with)
   return chooseTiling(gpu, g, sms, memRate(gpu, with)).us + gpu.gemmFixedUs + gpu.launchUs;
 }
 
+Result checkShareOfPeak(double value, const char* what) {
+  if (value > 0 && value <= 1) return tsrSuccess;
+  return TSR_FAIL(tsrInvalidArgument,
+                  "%s efficiency of %g is not a share of the peak (above 0, at most 1)", what,
+                  value);
+}
+
 Result gemmCalibrate(GpuModel* gpu, const GemmShape& measured, double efficiency) {
-  if (!(efficiency > 0 && efficiency <= 1))
-    return TSR_FAIL(tsrInvalidArgument,
-                    "a GEMM efficiency of %g is not a share of the peak (above 0, at most 1)",
-                    efficiency);
+  TSR_CHECK(checkShareOfPeak(efficiency, "a GEMM"));
   if (measured.m == 0 || measured.n == 0 || measured.k == 0 || measured.batch == 0)
     return TSR_FAIL(tsrInvalidArgument, "a measured GEMM needs its M, N and K");
   // The measured kernel time; the model's (no launch gap) falls as the rate rises, so bisect.

@@ -78,6 +78,9 @@ double gemmFlops(const GemmShape& g);
 // Tiles and waves of a GEMM on `sms` SMs, with the tile shape it runs with there.
 uint64_t gemmTiles(const GpuModel& gpu, const GemmShape& g);
 uint64_t gemmWaves(const GpuModel& gpu, const GemmShape& g, int sms);
+// tsrSuccess when `value` is a share of the peak (above 0, at most 1); otherwise a sentence naming
+// `what` ("a GEMM", "an attention") and the value.
+Result checkShareOfPeak(double value, const char* what);
 // Sets gpu->gemmEfficiency to the main-loop rate at which the model's kernel time of `measured`
 // (gemmUs less the launch gap, at the GPU's fixed and per-wave costs) is its FLOPs at
 // `efficiency` of the peak. Refused with a sentence, the model unchanged, when `efficiency` is

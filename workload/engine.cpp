@@ -529,27 +529,21 @@ Result simulateWorkload(const Workload& w, const EngineOptions& opt, StepReport*
   TSR_CHECK(gpuModelPreset(w.gpu, &gpu));
   // Overheads given replace the preset's; a GEMM efficiency given replaces the main-loop rate,
   // itself (a ceiling, as the preset's) or derived from the one GEMM measured at it (compute.hpp);
-  // an attention efficiency given replaces the preset's. Each must be a share of the peak.
-  auto shareOfPeak = [](double value, const char* what) -> Result {
-    if (value > 0 && value <= 1) return tsrSuccess;
-    return TSR_FAIL(tsrInvalidArgument,
-                    "%s efficiency of %g is not a share of the peak (above 0, at most 1)", what,
-                    value);
-  };
+  // an attention efficiency given replaces the preset's. Each must be a share of the peak
+  // (gemmCalibrate checks its own).
   if (opt.gemmFixedUs >= 0) gpu.gemmFixedUs = opt.gemmFixedUs;
   if (opt.gemmWaveUs >= 0) gpu.gemmWaveUs = opt.gemmWaveUs;
-  if (opt.gemmEfficiency != 0) {
-    TSR_CHECK(shareOfPeak(opt.gemmEfficiency, "a GEMM"));
-    if (opt.gemmEfficiencyM != 0)
-      TSR_CHECK(gemmCalibrate(
-          &gpu,
-          GemmShape{opt.gemmEfficiencyM, opt.gemmEfficiencyN, opt.gemmEfficiencyK, 1, DType::kBf16},
-          opt.gemmEfficiency));
-    else
-      gpu.gemmEfficiency = opt.gemmEfficiency;
+  if (opt.gemmEfficiency != 0 && opt.gemmEfficiencyM != 0) {
+    TSR_CHECK(gemmCalibrate(
+        &gpu,
+        GemmShape{opt.gemmEfficiencyM, opt.gemmEfficiencyN, opt.gemmEfficiencyK, 1, DType::kBf16},
+        opt.gemmEfficiency));
+  } else if (opt.gemmEfficiency != 0) {
+    TSR_CHECK(checkShareOfPeak(opt.gemmEfficiency, "a GEMM"));
+    gpu.gemmEfficiency = opt.gemmEfficiency;
   }
   if (opt.attentionEfficiency != 0) {
-    TSR_CHECK(shareOfPeak(opt.attentionEfficiency, "an attention"));
+    TSR_CHECK(checkShareOfPeak(opt.attentionEfficiency, "an attention"));
     gpu.attentionEfficiency = opt.attentionEfficiency;
   }
   sim::Machine m;
