@@ -20,7 +20,8 @@ this script takes off (a 1-byte memory op's time) so that kernel is compared wit
 
 --check PCT exits 1 when a held-out row, or a kernel of 50 us or more, is modelled more than PCT
 percent off, or when a neighbour of the preset's pair fits the even rows better (ctest runs it
-with 20: the model against a table from outside the project).
+with 20: the model against a table from outside the project). It always exits 1 when FIXED and
+WAVE below are not the model's own costs.
 """
 import argparse
 import json
@@ -118,6 +119,11 @@ def main():
     if not os.access(sim, os.X_OK):
         sys.exit(f"sim_gemm_validate: {sim} is not built (needs SimGrid)")
     sim_times, gap = kernel_times(sim)
+    # FIXED and WAVE are copies of the preset's: the model given them must be the model as built.
+    if any(abs(a - b) > 1e-6 * max(abs(b), 1) for a, b in
+           zip(kernel_times(sim, (FIXED, WAVE))[0], sim_times)):
+        sys.exit(f"sim_gemm_validate: FIXED, WAVE ({FIXED}, {WAVE}) are no longer "
+                 "workload/compute.cpp's kGemmFixedUs and kGemmWaveUs; copy them here")
     print(f"# tessera_sim's h100 GEMM model against OpenXLA's measured sm_90 bf16 table "
           f"(kernel time; the model's {gap:.1f} us launch gap taken off)")
     print(f"{'batch x M x N x K':>24} {'published':>12} {'simulated':>12} {'error':>8}"
